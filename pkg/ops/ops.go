@@ -199,3 +199,21 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, probe *Probe, log *
 	}
 	return nil
 }
+
+// LogConfig is the logging part of every service's configuration.
+type LogConfig struct {
+	Level  string `env:"PARLEY_LOG_LEVEL" envDefault:"info"`
+	Format string `env:"PARLEY_LOG_FORMAT" envDefault:"json"`
+}
+
+// Validate reports every problem with the configuration.
+func (c LogConfig) Validate() error {
+	var errs []error
+	if _, err := zapcore.ParseLevel(c.Level); err != nil {
+		errs = append(errs, fmt.Errorf("PARLEY_LOG_LEVEL %q: debug, info, warn or error", c.Level))
+	}
+	if c.Format != "json" && c.Format != "console" {
+		errs = append(errs, fmt.Errorf("PARLEY_LOG_FORMAT %q: json or console", c.Format))
+	}
+	return errors.Join(errs...)
+}

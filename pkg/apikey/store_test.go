@@ -1,0 +1,107 @@
+package apikey_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/parleyhq/parley/pkg/apikey"
+	"github.com/parleyhq/parley/pkg/store/storetest"
+)
+
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time          { return c.t }
+func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+func TestLifecycle(t *testing.T) {
+	ctx := context.Background()
+	_, pool := storetest.NewDatabase(t)
+	var companyID int64
+	if err := pool.QueryRow(ctx, `INSERT INTO companies (slug, name) VALUES ('acme', 'Acme') RETURNING id`).Scan(&companyID); err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{t: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)}
+	s := apikey.NewStore(pool, clock.now)
+	ops := apikey.Actor{Label: "parleyctl"}
+
+	if _, _, _, err := s.Rotate(ctx, companyID, ops); !errors.Is(err, apikey.ErrNoActiveKey) {
+		t.Fatalf("rotate with no key: %v", err)
+	}
+	full1, k1, err := s.Create(ctx, companyID, ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Create(ctx, companyID, ops); !errors.Is(err, apikey.ErrActiveKeyExists) {
+		t.Fatalf("second create: %v", err)
+	}
+	p1, err := apikey.Parse(full1)
+	if err != nil || p1.KeyID != k1.KeyID || !apikey.SecretMatches(p1.Secret, k1.SecretHash) {
+		t.Fatalf("created key does not parse back to its row: %v", err)
+	}
+
+	_, k2, prev, err := s.Rotate(ctx, companyID, ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prev.KeyID != k1.KeyID || prev.State != apikey.StateRotated || k2.State != apikey.StateActive {
+		t.Fatalf("rotate: prev=%+v new=%+v", prev, k2)
+	}
+	if want := clock.t.Add(24 * time.Hour); !prev.GraceEndsAt.Equal(want) {
+		t.Fatalf("grace ends %v, want %v", prev.GraceEndsAt, want)
+	}
+	old, err := s.Lookup(ctx, k1.KeyID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !old.Accepts(clock.t.Add(23*time.Hour + 59*time.Minute)) {
+		t.Fatal("previous key refused at 23h59m")
+	}
+	if old.Accepts(clock.t.Add(24*time.Hour + time.Minute)) {
+		t.Fatal("previous key accepted at 24h01m")
+	}
+
+	clock.advance(time.Hour)
+	revoked, err := s.Revoke(ctx, companyID, k2.KeyID, apikey.Actor{Label: "admin@acme.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if revoked.Accepts(clock.t) {
+		t.Fatal("revoked key still accepted")
+	}
+	if _, err := s.Revoke(ctx, companyID, k2.KeyID, ops); !errors.Is(err, apikey.ErrAlreadyRevoked) {
+		t.Fatalf("second revoke: %v", err)
+	}
+	if _, err := s.Revoke(ctx, companyID+1, k1.KeyID, ops); !errors.Is(err, apikey.ErrNotFound) {
+		t.Fatalf("revoke another company's key: %v", err)
+	}
+	// After a revoke the company may create a key again.
+	if _, _, err := s.Create(ctx, companyID, ops); err != nil {
+		t.Fatalf("create after revoke: %v", err)
+	}
+
+	events, err := s.Events(ctx, companyID, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, e := range events {
+		actions = append(actions, e.Action)
+	}
+	if got, want := len(actions), 4; got != want {
+		t.Fatalf("events = %v, want 4", actions)
+	}
+	if actions[0] != "create" || actions[1] != "revoke" || actions[2] != "rotate" || actions[3] != "create" {
+		t.Fatalf("events newest first = %v", actions)
+	}
+
+	used := clock.t.Add(time.Minute)
+	if err := s.TouchLastUsed(ctx, map[string]time.Time{k1.KeyID: used}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.Lookup(ctx, k1.KeyID)
+	if got.LastUsedAt == nil || !got.LastUsedAt.Equal(used) {
+		t.Fatalf("last_used_at = %v, want %v", got.LastUsedAt, used)
+	}
+}

@@ -1,0 +1,112 @@
+// Package bus is the contract between the gateway and the dispatchers on
+// NATS: the SENDS stream, its subjects, and the broadcast of key changes.
+// The messages themselves are the protobuf types in bus/sendsv1.
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Config is the NATS part of a service's configuration. Stream and Prefix
+// exist so that tests (and several environments sharing one server) keep
+// their work apart.
+type Config struct {
+	URL            string `env:"PARLEY_NATS_URL" envDefault:"nats://127.0.0.1:4222"`
+	Stream         string `env:"PARLEY_NATS_STREAM" envDefault:"SENDS"`
+	Prefix         string `env:"PARLEY_NATS_SUBJECT_PREFIX" envDefault:"sends"`
+	StreamReplicas int    `env:"PARLEY_NATS_STREAM_REPLICAS" envDefault:"1"`
+}
+
+var tokenRe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// Validate reports every problem with the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if c.URL == "" {
+		errs = append(errs, errors.New("PARLEY_NATS_URL is empty"))
+	}
+	if !tokenRe.MatchString(c.Stream) {
+		errs = append(errs, fmt.Errorf("PARLEY_NATS_STREAM %q: letters, digits, '-' and '_' only", c.Stream))
+	}
+	if !tokenRe.MatchString(c.Prefix) {
+		errs = append(errs, fmt.Errorf("PARLEY_NATS_SUBJECT_PREFIX %q: one subject token", c.Prefix))
+	}
+	if c.StreamReplicas != 1 && c.StreamReplicas != 3 && c.StreamReplicas != 5 {
+		errs = append(errs, fmt.Errorf("PARLEY_NATS_STREAM_REPLICAS %d: 1, 3 or 5", c.StreamReplicas))
+	}
+	return errors.Join(errs...)
+}
+
+// CampaignSubject is where a company's campaign batches go.
+func (c Config) CampaignSubject(companyID int64) string {
+	return c.Prefix + ".campaign." + strconv.FormatInt(companyID, 10)
+}
+
+// AutomationSubject is where a company's automation batches go.
+func (c Config) AutomationSubject(companyID int64) string {
+	return c.Prefix + ".automation." + strconv.FormatInt(companyID, 10)
+}
+
+// CampaignFilter matches every company's campaign batches.
+func (c Config) CampaignFilter() string { return c.Prefix + ".campaign.*" }
+
+// AutomationFilter matches every company's automation batches.
+func (c Config) AutomationFilter() string { return c.Prefix + ".automation.*" }
+
+// KeyChangedSubject carries, on core NATS, the key id of every API key that
+// was created, rotated or revoked, so that every gateway drops its cache entry.
+func (c Config) KeyChangedSubject() string { return c.Prefix + ".events.apikey-changed" }
+
+// Connect opens a connection that keeps reconnecting for as long as the
+// process lives.
+func Connect(cfg Config, name string) (*nats.Conn, error) {
+	nc, err := nats.Connect(cfg.URL,
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+		nats.Timeout(5*time.Second),
+		nats.RetryOnFailedConnect(false),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("connect nats %s: %w", cfg.URL, err)
+	}
+	return nc, nil
+}
+
+// EnsureStream creates or updates the SENDS stream. Work-queue retention
+// removes a batch once its dispatcher acked it; file storage keeps accepted
+// work across restarts; the duplicate window makes a retried publish with the
+// same Nats-Msg-Id (the batch id) harmless.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.Stream, error) {
+	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        cfg.Stream,
+		Description: "Accepted send batches awaiting a dispatcher",
+		Subjects:    []string{cfg.Prefix + ".campaign.*", cfg.Prefix + ".automation.*"},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.StreamReplicas,
+		Duplicates:  10 * time.Minute,
+		Discard:     jetstream.DiscardNew,
+		MaxAge:      7 * 24 * time.Hour,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ensure stream %s: %w", cfg.Stream, err)
+	}
+	return s, nil
+}
+
+// Ping reports whether the connection is up, for readiness.
+func Ping(nc *nats.Conn) error {
+	if !nc.IsConnected() {
+		return fmt.Errorf("nats: %s", nc.Status())
+	}
+	return nil
+}

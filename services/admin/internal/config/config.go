@@ -1,0 +1,50 @@
+// Package config reads the admin service's configuration from the environment,
+// once. The defaults are the loopback servers of a developer machine.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+
+	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/ops"
+	"github.com/parleyhq/parley/pkg/store"
+)
+
+// Config is everything the admin service can be told.
+type Config struct {
+	Addr string `env:"PARLEY_ADMIN_ADDR" envDefault:":8081"`
+	// DrainDelay is how long /readyz reports 503 before the listener closes.
+	DrainDelay time.Duration `env:"PARLEY_DRAIN_DELAY" envDefault:"0s"`
+
+	Log      ops.LogConfig
+	Postgres store.Config
+	NATS     bus.Config
+}
+
+// Load reads and validates the configuration.
+func Load() (Config, error) {
+	cfg, err := env.ParseAs[Config]()
+	if err != nil {
+		return Config{}, fmt.Errorf("read configuration: %w", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	return cfg, nil
+}
+
+// Validate reports every problem at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Addr == "" {
+		errs = append(errs, errors.New("PARLEY_ADMIN_ADDR is empty"))
+	}
+	if c.DrainDelay < 0 {
+		errs = append(errs, errors.New("PARLEY_DRAIN_DELAY must not be negative"))
+	}
+	return errors.Join(append(errs, c.Log.Validate(), c.Postgres.Validate(), c.NATS.Validate())...)
+}
