@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -61,9 +62,11 @@ func (c Config) CampaignFilter() string { return c.Prefix + ".campaign.*" }
 // AutomationFilter matches every company's automation batches.
 func (c Config) AutomationFilter() string { return c.Prefix + ".automation.*" }
 
-// KeyChangedSubject carries, on core NATS, the key id of every API key that
-// was created, rotated or revoked, so that every gateway drops its cache entry.
-func (c Config) KeyChangedSubject() string { return c.Prefix + ".events.apikey-changed" }
+// InvalidationSubject carries, on core NATS, a note of every record that
+// changed and that a process may have cached (an API key created, rotated or
+// revoked; a company's subscription; an automation's configuration), so that
+// every gateway drops its cached entry at once.
+func (c Config) InvalidationSubject() string { return c.Prefix + ".events.invalidate" }
 
 // Connect opens a connection that keeps reconnecting for as long as the
 // process lives.
@@ -103,10 +106,68 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg Config) (jets
 	return s, nil
 }
 
+// JetStream returns the JetStream API of a connection.
+func JetStream(nc *nats.Conn) (jetstream.JetStream, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return js, nil
+}
+
 // Ping reports whether the connection is up, for readiness.
 func Ping(nc *nats.Conn) error {
 	if !nc.IsConnected() {
 		return fmt.Errorf("nats: %s", nc.Status())
 	}
 	return nil
+}
+
+// Kind names what an invalidation is about.
+type Kind string
+
+// What can be invalidated. The id of an API key is its public key id; the
+// others are the record's numeric id.
+const (
+	KindAPIKey     Kind = "apikey"
+	KindCompany    Kind = "company"
+	KindCampaign   Kind = "campaign"
+	KindAutomation Kind = "automation"
+	KindConnector  Kind = "connector"
+	KindSegment    Kind = "segment"
+)
+
+// Invalidation says that one record changed.
+type Invalidation struct {
+	Kind Kind
+	ID   string
+}
+
+// PublishInvalidation broadcasts that a record changed and waits until the
+// server has it. Core NATS gives at-most-once delivery: a subscriber that is
+// disconnected at that moment misses it, which is why caches also expire.
+func PublishInvalidation(ctx context.Context, nc *nats.Conn, cfg Config, inv Invalidation) error {
+	if err := nc.Publish(cfg.InvalidationSubject(), []byte(string(inv.Kind)+" "+inv.ID)); err != nil {
+		return fmt.Errorf("publish invalidation %s %s: %w", inv.Kind, inv.ID, err)
+	}
+	if err := nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("publish invalidation %s %s: %w", inv.Kind, inv.ID, err)
+	}
+	return nil
+}
+
+// SubscribeInvalidations calls fn for every invalidation, in order, on the
+// subscription's goroutine. Malformed notes are ignored.
+func SubscribeInvalidations(nc *nats.Conn, cfg Config, fn func(Invalidation)) (*nats.Subscription, error) {
+	sub, err := nc.Subscribe(cfg.InvalidationSubject(), func(m *nats.Msg) {
+		kind, id, ok := strings.Cut(string(m.Data), " ")
+		if !ok || id == "" {
+			return
+		}
+		fn(Invalidation{Kind: Kind(kind), ID: id})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("subscribe %s: %w", cfg.InvalidationSubject(), err)
+	}
+	return sub, nil
 }

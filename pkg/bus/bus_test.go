@@ -1,0 +1,92 @@
+package bus_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/bus/bustest"
+)
+
+func TestInvalidationReachesEverySubscriber(t *testing.T) {
+	srv := bustest.NewServer(t)
+	cfg := bustest.Config(srv.URL())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	got := make(chan bus.Invalidation, 4)
+	for range 2 {
+		nc, err := bus.Connect(cfg, "sub")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		if _, err := bus.SubscribeInvalidations(nc, cfg, func(inv bus.Invalidation) { got <- inv }); err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.FlushWithContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub, err := bus.Connect(cfg, "pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	// A malformed note is ignored, not delivered as an empty invalidation.
+	if err := pub.Publish(cfg.InvalidationSubject(), []byte("garbage")); err != nil {
+		t.Fatal(err)
+	}
+	want := bus.Invalidation{Kind: bus.KindAPIKey, ID: "abc123"}
+	if err := bus.PublishInvalidation(ctx, pub, cfg, want); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		select {
+		case inv := <-got:
+			if inv != want {
+				t.Fatalf("got %+v, want %+v", inv, want)
+			}
+		case <-ctx.Done():
+			t.Fatal("invalidation not delivered to both subscribers")
+		}
+	}
+}
+
+func TestEnsureStreamIsIdempotentAndSurvivesRestart(t *testing.T) {
+	srv := bustest.NewServer(t)
+	cfg := bustest.Config(srv.URL())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	nc, err := bus.Connect(cfg, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := bus.JetStream(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := bus.EnsureStream(ctx, js, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := js.Publish(ctx, cfg.CampaignSubject(7), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	srv.Start()
+	s, err := js.Stream(ctx, cfg.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 {
+		t.Fatalf("stream holds %d messages after restart, want 1", info.State.Msgs)
+	}
+}
