@@ -219,3 +219,40 @@ func toJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// A key change stands when the broadcast cannot get out: it is committed,
+// answered, logged and counted; the gateways' cache TTL bounds the rest.
+func TestKeyChangeDuringNATSOutage(t *testing.T) {
+	e := newEnv(t, func(c *config.Config) { c.AdminToken = testAdminToken })
+	company := "/admin/api/companies/" + strconv.FormatInt(e.CompanyID, 10)
+	auth := "Bearer " + testAdminToken
+	a := callAPI(t, e, http.MethodPost, company+"/keys", auth)
+	if a.Status != http.StatusCreated {
+		t.Fatalf("create: %d", a.Status)
+	}
+	first := a.Body["api_key"].(string)
+	e.expectInvalidations(keyIDOf(t, first))
+
+	e.NATS.Stop()
+	start := time.Now()
+	a = callAPI(t, e, http.MethodPost, company+"/keys/"+keyIDOf(t, first)+"/revoke", auth)
+	if a.Status != http.StatusOK {
+		t.Fatalf("revoke during the outage: %d %q", a.Status, a.detail())
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("revoke during the outage took %v", took)
+	}
+	e.mustAuthenticate(first, false)
+	if !strings.Contains(e.Logs.String(), "invalidation broadcast failed") {
+		t.Fatal("the failed broadcast was not logged")
+	}
+	res, err := http.Get(e.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	metrics, _ := io.ReadAll(res.Body)
+	if !strings.Contains(string(metrics), "parley_admin_invalidation_publish_failures_total 1") {
+		t.Fatal("the failed broadcast was not counted")
+	}
+}

@@ -341,7 +341,7 @@ func TestAdminKeyLifecycle(t *testing.T) {
 
 	e.Clock.Advance(48 * time.Minute)
 	p = b.get(credentialsPath)
-	if !strings.Contains(p.Body, "expires in 23 h 12 m") {
+	if !strings.Contains(p.Body, "Expires in 23 h 12 m") {
 		t.Fatal("the previous key's remaining grace is not shown as 23 h 12 m")
 	}
 	// The same rotate form sent again changes nothing.
@@ -461,7 +461,7 @@ func TestRevokePreviousKeyDuringGrace(t *testing.T) {
 	b.mustSignIn("ada@acme.example")
 	p := b.get(credentialsPath)
 	revokePath := credentialsPath + "/keys/" + key.KeyID + "/revoke"
-	if !strings.Contains(p.Body, revokePath) || !strings.Contains(p.Body, "expires in 24 h 0 m") {
+	if !strings.Contains(p.Body, revokePath) || !strings.Contains(p.Body, "Expires in 24 h 0 m") {
 		t.Fatal("the previous key in its grace is not offered for revocation")
 	}
 	if p := b.get(revokePath); !strings.Contains(p.Body, "Your active key is not affected") {

@@ -81,6 +81,8 @@ type env struct {
 	CompanyID int64
 	Admin     accounts.User
 	Member    accounts.User
+	// NATS is the app's own server, for outages.
+	NATS *bustest.Server
 	// Invalidations receives every invalidation broadcast on the app's bus.
 	Invalidations chan bus.Invalidation
 }
@@ -122,7 +124,7 @@ func newEnv(t *testing.T, change func(*config.Config)) *env {
 	t.Cleanup(srv.Close)
 
 	e := &env{t: t, URL: srv.URL, Pool: pool, Clock: clock, Keys: apikey.NewStore(pool, clock.Now), Logs: logs,
-		Invalidations: make(chan bus.Invalidation, 64)}
+		Invalidations: make(chan bus.Invalidation, 64), NATS: ns}
 
 	nc, err := nats.Connect(ns.URL())
 	if err != nil {

@@ -35,7 +35,7 @@ type Publish func(ctx context.Context, inv bus.Invalidation) error
 // publishTimeout bounds the broadcast after a change. The change is already
 // committed, so a broadcast that cannot get out in time is logged and
 // counted, and the gateways' cache TTL bounds how long they serve stale keys.
-const publishTimeout = 5 * time.Second
+const publishTimeout = 3 * time.Second
 
 // Company is the part of a company the credentials pages show.
 type Company struct {
