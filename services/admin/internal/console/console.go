@@ -20,8 +20,9 @@
 //     and it cannot be forgotten on a new form. Every browser the console
 //     supports sends those headers; SameSite=Lax on the session cookie is a
 //     second, independent barrier. gorilla/csrf would add a key to manage
-//     and rotate, and its recent releases needed fixes to their own Origin
-//     checks (the same check, done by the standard library here).
+//     and rotate, and its Origin checks carry an advisory with no fixed
+//     version (CVE-2025-47909, trusted origins ignore the scheme) whose
+//     advice is to move to CrossOriginProtection.
 //   - Roles: the server checks the role on every action (403 for members),
 //     not only by hiding buttons; the user is read from the database on
 //     every request, so a demoted user loses rights at once.
