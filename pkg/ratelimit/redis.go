@@ -1,5 +1,3 @@
-// Package ratelimit holds Parley's rate limits: the Redis connection they
-// share and the limiters built on it.
 package ratelimit
 
 import (
