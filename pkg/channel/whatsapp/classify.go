@@ -49,7 +49,8 @@ type codeRule struct {
 //	131045        Phone number registration error          RetryLater  account problem: AccountFloor
 //	131057        Account in maintenance mode              RetryLater  account problem: AccountFloor
 //	133010        Phone number not registered              RetryLater  account problem: AccountFloor
-//	33, 100       Invalid parameter / unknown object       Permanent   the request is wrong
+//	100 + sub 33  Unknown phone number id (object)         RetryLater  account problem: AccountFloor
+//	33, 100       Invalid parameter                        Permanent   the request is wrong
 //	130472        User's number is part of an experiment   Permanent
 //	130497        Country restricted for this business     Permanent
 //	131008        Required parameter missing               Permanent
@@ -119,11 +120,20 @@ var codes = map[int]codeRule{
 	135000: {"Generic user error", Permanent, 0},
 }
 
+// subcodeUnknownObject with code 100: the phone number id does not exist or
+// the token may not use it, a misconfigured account rather than a bad
+// message.
+const subcodeUnknownObject = 33
+
 // classify decides what a caller does about a provider error: by code when
 // the code is in the table (codes 200-299 are all permission errors), else
 // by HTTP status: 5xx and 429 are Retryable, 401 and 403 are account
-// problems (RetryLater), any other 4xx is Permanent.
-func classify(httpStatus, code int) (Class, time.Duration, string) {
+// problems (RetryLater), any other 4xx is Permanent, and an unknown code
+// of a status webhook (no HTTP status) is Permanent.
+func classify(httpStatus, code, subcode int) (Class, time.Duration, string) {
+	if code == 100 && subcode == subcodeUnknownObject {
+		return RetryLater, AccountFloor, "Unknown phone number id"
+	}
 	if r, ok := codes[code]; ok {
 		return r.class, r.floor, r.title
 	}
@@ -132,6 +142,9 @@ func classify(httpStatus, code int) (Class, time.Duration, string) {
 		return r.class, r.floor, r.title
 	}
 	switch {
+	case httpStatus == 0:
+		// From a status webhook: Meta has already given up on the message.
+		return Permanent, 0, "Unknown error"
 	case httpStatus >= 500, httpStatus == http.StatusTooManyRequests:
 		return Retryable, 0, http.StatusText(httpStatus)
 	case httpStatus == http.StatusUnauthorized, httpStatus == http.StatusForbidden:
@@ -142,11 +155,11 @@ func classify(httpStatus, code int) (Class, time.Duration, string) {
 	return Retryable, 0, http.StatusText(httpStatus)
 }
 
-// ClassifyCode is the table's answer for a code the provider gave with an
-// HTTP status (0 when it came in a status webhook): the class and the floor
-// of the wait before a retry.
-func ClassifyCode(httpStatus, code int) (Class, time.Duration) {
-	c, floor, _ := classify(httpStatus, code)
+// ClassifyCode is the table's answer for a code (and subcode, 0 if none)
+// the provider gave with an HTTP status (0 when it came in a status
+// webhook): the class and the floor of the wait before a retry.
+func ClassifyCode(httpStatus, code, subcode int) (Class, time.Duration) {
+	c, floor, _ := classify(httpStatus, code, subcode)
 	return c, floor
 }
 

@@ -202,7 +202,7 @@ func (c *Client) answerError(resp *http.Response, raw []byte) *Error {
 		e.Message = clip(ans.Error.ErrorData.Details, 300)
 		e.Title = clip(stripCodePrefix(ans.Error.Message), 200)
 	}
-	class, floor, title := classify(resp.StatusCode, e.Code)
+	class, floor, title := classify(resp.StatusCode, e.Code, e.Subcode)
 	e.Class = class
 	if e.Title == "" {
 		e.Title = title

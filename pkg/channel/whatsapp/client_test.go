@@ -59,7 +59,7 @@ func TestErrorClassification(t *testing.T) {
 		{"param count 132000", 400, graphError(132000, 0, "OAuthException", "(#132000) Number of parameters does not match the expected number of params", "body: number of localizable_params (1) does not match the expected number of params (2)"), "", 132000, whatsapp.Permanent, 0, "Number of parameters does not match the expected number of params"},
 		{"template missing 132001", 404, graphError(132001, 0, "OAuthException", "(#132001) Template name does not exist in the translation", "template name (t1) does not exist in en_US"), "", 132001, whatsapp.Permanent, 0, "Template name does not exist in the translation"},
 		{"invalid parameter 100", 400, graphError(100, 0, "OAuthException", "(#100) Invalid parameter", "x"), "", 100, whatsapp.Permanent, 0, "Invalid parameter"},
-		{"unknown phone number id 100/33", 400, graphError(100, 33, "GraphMethodException", "Unsupported post request. Object with ID '1234567890' does not exist", ""), "", 100, whatsapp.Permanent, 0, "Unsupported post request. Object with ID '1234567890' does not exist"},
+		{"unknown phone number id 100/33", 400, graphError(100, 33, "GraphMethodException", "Unsupported post request. Object with ID '1234567890' does not exist", ""), "", 100, whatsapp.RetryLater, whatsapp.AccountFloor, "Unsupported post request. Object with ID '1234567890' does not exist"},
 		{"parameter not valid 131009", 400, graphError(131009, 0, "OAuthException", "(#131009) Parameter value is not valid", "x"), "", 131009, whatsapp.Permanent, 0, "Parameter value is not valid"},
 		{"required parameter 131008", 400, graphError(131008, 0, "OAuthException", "(#131008) Required parameter is missing", "Parameter of type text is missing text value"), "", 131008, whatsapp.Permanent, 0, "Required parameter is missing"},
 		{"unknown code on 400", 400, graphError(999999, 0, "OAuthException", "(#999999) Something new", ""), "", 999999, whatsapp.Permanent, 0, "Something new"},
@@ -103,22 +103,26 @@ func TestErrorClassification(t *testing.T) {
 func TestClassifyCodeTable(t *testing.T) {
 	for _, tt := range []struct {
 		code  int
+		sub   int
 		class whatsapp.Class
 		floor time.Duration
 	}{
-		{130429, whatsapp.Retryable, 0},
-		{131056, whatsapp.RetryLater, whatsapp.PairRateFloor},
-		{190, whatsapp.RetryLater, whatsapp.AccountFloor},
-		{131026, whatsapp.Permanent, 0},
-		{131047, whatsapp.Permanent, 0},
-		{131049, whatsapp.Permanent, 0},
-		{132000, whatsapp.Permanent, 0},
-		{132001, whatsapp.Permanent, 0},
-		{100, whatsapp.Permanent, 0},
-		{131009, whatsapp.Permanent, 0},
-		{131008, whatsapp.Permanent, 0},
+		{130429, 0, whatsapp.Retryable, 0},
+		{131056, 0, whatsapp.RetryLater, whatsapp.PairRateFloor},
+		{190, 0, whatsapp.RetryLater, whatsapp.AccountFloor},
+		{131026, 0, whatsapp.Permanent, 0},
+		{131047, 0, whatsapp.Permanent, 0},
+		{131049, 0, whatsapp.Permanent, 0},
+		{132000, 0, whatsapp.Permanent, 0},
+		{132001, 0, whatsapp.Permanent, 0},
+		{100, 0, whatsapp.Permanent, 0},
+		{131009, 0, whatsapp.Permanent, 0},
+		{131008, 0, whatsapp.Permanent, 0},
+		{100, 33, whatsapp.RetryLater, whatsapp.AccountFloor},
+		{250, 0, whatsapp.RetryLater, whatsapp.AccountFloor},
+		{999999, 0, whatsapp.Permanent, 0}, // unknown code from a status webhook
 	} {
-		c, f := whatsapp.ClassifyCode(0, tt.code)
+		c, f := whatsapp.ClassifyCode(0, tt.code, tt.sub)
 		if c != tt.class || f != tt.floor {
 			t.Errorf("ClassifyCode(%d) = %v %v, want %v %v", tt.code, c, f, tt.class, tt.floor)
 		}
