@@ -81,12 +81,12 @@ type wireError struct {
 }
 
 type wireErrorBody struct {
-	Message   string        `json:"message"`
-	Type      string        `json:"type"`
-	Code      int           `json:"code"`
-	Subcode   int           `json:"error_subcode,omitempty"`
+	Message   string         `json:"message"`
+	Type      string         `json:"type"`
+	Code      int            `json:"code"`
+	Subcode   int            `json:"error_subcode,omitempty"`
 	ErrorData *wireErrorData `json:"error_data,omitempty"`
-	TraceID   string        `json:"fbtrace_id"`
+	TraceID   string         `json:"fbtrace_id"`
 }
 
 type wireErrorData struct {

@@ -196,9 +196,9 @@ type Sim struct {
 	ids    idGen
 	counts counters
 	rec    *recorder
-	pairs *pairLimiter
-	cb    *callbacks
-	m     *metrics
+	pairs  *pairLimiter
+	cb     *callbacks
+	m      *metrics
 
 	closing   chan struct{}
 	closeOnce sync.Once
