@@ -229,7 +229,7 @@ func TestLatencyIsAdded(t *testing.T) {
 }
 
 func TestPairRateLimit(t *testing.T) {
-	e := start(t, whatsappsim.Config{Faults: whatsappsim.Faults{PairInterval: 300 * time.Millisecond}}, 5*time.Second)
+	e := start(t, whatsappsim.Config{Faults: whatsappsim.Faults{PairInterval: 500 * time.Millisecond}}, 5*time.Second)
 	if _, err := e.send(recipient(1)); err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestPairRateLimit(t *testing.T) {
 	if _, err := e.send(recipient(2)); err != nil {
 		t.Fatalf("another recipient: %v", err)
 	}
-	time.Sleep(350 * time.Millisecond)
+	time.Sleep(550 * time.Millisecond)
 	if _, err := e.send(recipient(1)); err != nil {
 		t.Fatalf("after the interval: %v", err)
 	}
