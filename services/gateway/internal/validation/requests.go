@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/parleyhq/parley/pkg/phone"
 )
@@ -45,10 +46,18 @@ func matchHTTPURL(s string) bool {
 	if rest == "" {
 		return false
 	}
-	for _, r := range rest {
+	for i := 0; i < len(rest); i++ {
+		if c := rest[i]; c < utf8.RuneSelf {
+			if c == ' ' || (c >= '\t' && c <= '\r') {
+				return false
+			}
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(rest[i:])
 		if unicode.IsSpace(r) { // Unicode White_Space, as rust-regex's \s
 			return false
 		}
+		i += size - 1
 	}
 	return true
 }
@@ -118,7 +127,7 @@ type AutomationContact struct {
 	VideoURL  Null[string]
 	// Variables are in the order sent, a repeated key once with its last
 	// value; nil when absent or null, empty (not nil) for {}.
-	Variables []Pair
+	Variables Pairs
 }
 
 var automationContactModel = NewModel(
@@ -129,7 +138,7 @@ var automationContactModel = NewModel(
 	Optional("video_url", urlString, func(c *AutomationContact, v Null[string]) { c.VideoURL = v }),
 	Optional("variables",
 		OrNull(StringMap(StringRules{MaxLength: MaxVarKeyLength}, StringRules{MaxLength: MaxVarValueLength})),
-		func(c *AutomationContact, v Null[[]Pair]) { c.Variables = v.V }),
+		func(c *AutomationContact, v Null[Pairs]) { c.Variables = v.V }),
 )
 
 var automationTriggerModel = NewModel(

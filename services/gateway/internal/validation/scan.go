@@ -415,6 +415,10 @@ func (p *parser) str(end int) (int32, int) {
 		next := end
 		for next < len(t) {
 			c := t[next]
+			if !strSpecial[c] {
+				next++
+				continue
+			}
 			if c == '"' || c == '\\' {
 				break
 			}
@@ -422,7 +426,7 @@ func (p *parser) str(end int) (int32, int) {
 				p.fail(msgControlChar, next)
 				return -1, 0
 			}
-			if c == 0xED && p.surrogates && isSurrogateSeqAt(t, next) {
+			if p.surrogates && isSurrogateSeqAt(t, next) { // c is 0xED
 				flags |= fSurrogate
 			}
 			next++
@@ -502,6 +506,16 @@ func (p *parser) str(end int) (int32, int) {
 	}
 	return p.add(node{kind: kString, flags: flags, start: int32(arenaStart), end: int32(len(p.arena)), next: -1}), end
 }
+
+// strSpecial marks the bytes the string scanner must look at: the quote,
+// the backslash, control characters, and 0xED, which starts a surrogate.
+var strSpecial = func() (t [256]bool) {
+	for c := 0; c < 0x20; c++ {
+		t[c] = true
+	}
+	t['"'], t['\\'], t[0xED] = true, true, true
+	return t
+}()
 
 func hex4(s string) (rune, bool) {
 	var r rune

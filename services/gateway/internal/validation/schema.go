@@ -59,17 +59,24 @@ func NewModel[T any](fields ...Field[T]) *Model[T] {
 
 func (m *Model[T]) decode(d *decoder, n int32) (T, bool) {
 	var out T
+	ok := m.decodeInto(d, n, &out)
+	return out, ok
+}
+
+// decodeInto fills dst in place, which spares a copy (and a heap object per
+// list element).
+func (m *Model[T]) decodeInto(d *decoder, n int32, dst *T) bool {
 	nd := &d.nodes[n]
 	if nd.kind != kObject {
 		d.fail(typeModelAttrs, msgModelAttrs, n)
-		return out, false
+		return false
 	}
 	ok := true
 	for i := range m.fields {
 		f := &m.fields[i]
 		d.loc = append(d.loc, locPart{key: f.name})
 		if v := d.lookup(nd, f.name); v >= 0 {
-			if !f.decode(d, v, &out) {
+			if !f.decode(d, v, dst) {
 				ok = false
 			}
 		} else if f.required {
@@ -78,7 +85,12 @@ func (m *Model[T]) decode(d *decoder, n int32) (T, bool) {
 		}
 		d.loc = d.loc[:len(d.loc)-1]
 	}
-	return out, ok
+	return ok
+}
+
+// intoType is implemented by types that can decode in place.
+type intoType[V any] interface {
+	decodeInto(d *decoder, n int32, dst *V) bool
 }
 
 // Integer is a validated Python int. Python ints have no size limit: Big is
@@ -262,13 +274,16 @@ func (t nullType[V]) decode(d *decoder, n int32) (Null[V], bool) {
 
 type listType[V any] struct {
 	elem     Type[V]
+	into     intoType[V]
 	maxItems int
 }
 
 // ListOf is list[X] with an optional max_length (0 means no limit). A list
 // longer than maxItems is one too_long error; its items are not checked.
 func ListOf[V any](elem Type[V], maxItems int) Type[[]V] {
-	return listType[V]{elem: elem, maxItems: maxItems}
+	t := listType[V]{elem: elem, maxItems: maxItems}
+	t.into, _ = elem.(intoType[V])
+	return t
 }
 
 func (t listType[V]) decode(d *decoder, n int32) ([]V, bool) {
@@ -283,26 +298,50 @@ func (t listType[V]) decode(d *decoder, n int32) ([]V, bool) {
 			ctxStr("field_type", "List"), ctxNum("max_length", t.maxItems), ctxNum("actual_length", int(nd.n)))
 		return nil, false
 	}
-	out := make([]V, 0, nd.n)
+	out := make([]V, nd.n)
 	ok := true
 	i := 0
 	for c := nd.first; c >= 0; c = d.nodes[c].next {
 		d.loc = append(d.loc, locPart{idx: i, isIdx: true})
-		v, vok := t.elem.decode(d, c)
-		d.loc = d.loc[:len(d.loc)-1]
-		if vok {
-			out = append(out, v)
+		var vok bool
+		if t.into != nil {
+			vok = t.into.decodeInto(d, c, &out[i])
 		} else {
-			ok = false
+			out[i], vok = t.elem.decode(d, c)
 		}
+		d.loc = d.loc[:len(d.loc)-1]
+		ok = ok && vok
 		i++
 	}
 	return out, ok
 }
 
-// Pair is one entry of a StringMap, in the order of the document.
+// Pair is one entry of a StringMap.
 type Pair struct {
 	Key, Value string
+}
+
+// Pairs are the entries of a StringMap in the order of the document, each
+// key once.
+type Pairs []Pair
+
+// Get returns the value of key.
+func (ps Pairs) Get(key string) (string, bool) {
+	for _, p := range ps {
+		if p.Key == key {
+			return p.Value, true
+		}
+	}
+	return "", false
+}
+
+// Map returns the entries as a map.
+func (ps Pairs) Map() map[string]string {
+	m := make(map[string]string, len(ps))
+	for _, p := range ps {
+		m[p.Key] = p.Value
+	}
+	return m
 }
 
 type stringMapType struct {
@@ -313,17 +352,17 @@ type stringMapType struct {
 // StringMap is dict[str, str] with constraints on keys and values. The
 // result keeps the document's key order; a repeated key appears once, at
 // its first position, with its last value.
-func StringMap(key, value StringRules) Type[[]Pair] {
+func StringMap(key, value StringRules) Type[Pairs] {
 	return stringMapType{key: key, value: strType{value}}
 }
 
-func (t stringMapType) decode(d *decoder, n int32) ([]Pair, bool) {
+func (t stringMapType) decode(d *decoder, n int32) (Pairs, bool) {
 	nd := &d.nodes[n]
 	if nd.kind != kObject {
 		d.fail(typeDictType, msgDictType, n)
 		return nil, false
 	}
-	out := make([]Pair, 0, nd.n)
+	out := make(Pairs, 0, nd.n)
 	ok := true
 	for m := nd.first; m >= 0; m = d.nodes[m].next {
 		mn := &d.nodes[m]
@@ -495,8 +534,8 @@ func Decode[T any](m *Model[T], body []byte) (T, error) {
 	if d.nodes[root].kind == kNull {
 		return zero, missingBody()
 	}
-	v, ok := m.decode(d, root)
-	if !ok {
+	var v T
+	if !m.decodeInto(d, root, &v) {
 		return zero, d.render(d.items)
 	}
 	return v, nil

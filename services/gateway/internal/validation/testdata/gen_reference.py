@@ -382,6 +382,9 @@ def campaign_cases():
     for v in [2, -1, 2.0, 0.5, "maybe", "", " true", "2", None, [], {}, 10**20, 1e20]:
         case("campaign/is_forced/bad-%s" % json.dumps(v), c, {"campaign_id": 1, "contacts": [], "is_forced": v})
     case("campaign/is_forced/bad-nan", c, '{"campaign_id":1,"contacts":[],"is_forced":NaN}')
+    case("campaign/is_forced/bad-lone-surrogate", c, '{"campaign_id":1,"contacts":[],"is_forced":"tru\\udfff"}')
+    case("campaign/is_forced/bad-big-int", c, '{"campaign_id":1,"contacts":[],"is_forced":9223372036854775808}')
+    case("campaign/is_forced/bad-neg-2pow63-float", c, '{"campaign_id":1,"contacts":[],"is_forced":-9.223372036854775808e18}')
 
     # scheduled_at
     for label, v in [
@@ -555,6 +558,8 @@ def automation_cases():
     case("automation/contact/missing-phone", a, body([{"first_name": "Ana", "variables": {"a": "b"}}]))
     case("automation/contact/phone-types", a, body([{"phone": 393331234567}, {"phone": None}, {"phone": True}, {"phone": ["+1234567"]}]))
     case("automation/contact/names-not-strings", a, body([dict(contact, first_name=1, last_name=["x"])]))
+    case("automation/contact/name-lone-surrogate", a, '{"automation_id":1,"contacts":[{"phone":"+1234567","first_name":"A\\ud800na"}]}')
+    case("automation/contact/many-keys-duplicate-late", a, '{"automation_id":1,"contacts":[{"phone":"1",' + ",".join('"k%d":%d' % (i, i) for i in range(20)) + ',"phone":"+1234567","k3":"x"}]}')
     for label, v in [("list", [["a", "b"]]), ("string", "a=b"), ("int", 1), ("bool", True)]:
         case("automation/variables/not-a-dict-%s" % label, a, body([dict(contact, variables=v)]))
     case("automation/variables/values-not-strings", a, body([dict(contact, variables={"a": 1, "b": None, "c": True, "d": [], "e": {}, "f": 1.5, "g": "ok"})]))
