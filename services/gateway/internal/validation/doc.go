@@ -50,8 +50,9 @@
 //
 // # Reference table
 //
-// testdata/gen_reference.py reproduces the pipeline with python3 and
-// pydantic 2 (no FastAPI needed), policies included, and writes
+// The behaviour mirrored is that of CPython 3.11/3.12 and pydantic 2.13
+// (pydantic-core 2.46). testdata/gen_reference.py reproduces the pipeline
+// with python3 and pydantic (no FastAPI needed), policies included, and writes
 // testdata/reference.json; TestReference replays every case and fails when
 // the table was not regenerated after the script changed. To regenerate:
 //

@@ -64,8 +64,10 @@ const (
 )
 
 // parser mirrors CPython's C scanner (Modules/_json.c, scan_once_unicode
-// and friends, as of 3.11) over the decoded text: same accepted language,
-// same error messages at the same positions.
+// and friends) over the decoded text: same accepted language, same error
+// messages at the same positions. It follows CPython 3.11 and 3.12; 3.13
+// reports a trailing comma as "Illegal trailing comma before end of
+// object/array" at the comma instead.
 type parser struct {
 	text       string
 	surrogates bool // text may hold surrogate sequences

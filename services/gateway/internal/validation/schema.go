@@ -445,6 +445,7 @@ var decoders = sync.Pool{New: func() any { return new(decoder) }}
 // request and buffers grown by an unusually large one.
 func (d *decoder) release() {
 	d.text, d.strs = "", ""
+	clear(d.loc[:cap(d.loc)]) // dict keys are slices of the request text
 	d.loc = d.loc[:0]
 	d.items = nil
 	if cap(d.nodes) > 1<<16 {

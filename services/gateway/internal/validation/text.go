@@ -21,9 +21,8 @@ var ErrBodyUnparseable = errors.New("validation: unparseable request body")
 var ErrBodyNotUTF8 = fmt.Errorf("%w: not valid UTF-8 text", ErrBodyUnparseable)
 
 var (
-	errTooDeep     = fmt.Errorf("%w: nesting deeper than %d", ErrBodyUnparseable, maxDepth)
-	errIntTooLong  = fmt.Errorf("%w: integer literal longer than %d digits", ErrBodyUnparseable, maxIntDigits)
-	errNotDecoding = ErrBodyNotUTF8
+	errTooDeep    = fmt.Errorf("%w: nesting deeper than %d", ErrBodyUnparseable, maxDepth)
+	errIntTooLong = fmt.Errorf("%w: integer literal longer than %d digits", ErrBodyUnparseable, maxIntDigits)
 )
 
 // maxIntDigits is CPython's int/str conversion limit
@@ -95,7 +94,7 @@ func decodeUTF8(b []byte) ([]byte, bool, error) {
 				i += 3
 				continue
 			}
-			return nil, false, errNotDecoding
+			return nil, false, ErrBodyNotUTF8
 		}
 		i += size
 	}
@@ -114,7 +113,7 @@ func isSurrogateSeqAt(s string, i int) bool {
 
 func decodeUTF16(b []byte, order binary.ByteOrder) ([]byte, bool, error) {
 	if len(b)%2 != 0 {
-		return nil, false, errNotDecoding
+		return nil, false, ErrBodyNotUTF8
 	}
 	out := make([]byte, 0, len(b)+len(b)/2)
 	surrogates := false
@@ -137,14 +136,14 @@ func decodeUTF16(b []byte, order binary.ByteOrder) ([]byte, bool, error) {
 
 func decodeUTF32(b []byte, order binary.ByteOrder) ([]byte, bool, error) {
 	if len(b)%4 != 0 {
-		return nil, false, errNotDecoding
+		return nil, false, ErrBodyNotUTF8
 	}
 	out := make([]byte, 0, len(b))
 	surrogates := false
 	for i := 0; i < len(b); i += 4 {
 		u := order.Uint32(b[i:])
 		if u > utf8.MaxRune {
-			return nil, false, errNotDecoding
+			return nil, false, ErrBodyNotUTF8
 		}
 		if u >= 0xD800 && u <= 0xDFFF {
 			surrogates = true

@@ -626,6 +626,10 @@ def script_sha256():
 
 
 def main():
+    if sys.version_info[:2] not in ((3, 11), (3, 12)):
+        # The Go scanner reports CPython 3.11/3.12's messages; 3.13 changed
+        # the one for a trailing comma.
+        raise SystemExit("run with CPython 3.11 or 3.12, not %s" % sys.version.split()[0])
     # The depth POLICY keeps nesting at MAX_DEPTH; the helpers above recurse a
     # few frames per level, more than Python's default limit allows.
     sys.setrecursionlimit(20000)
