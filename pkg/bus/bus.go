@@ -56,11 +56,26 @@ func (c Config) AutomationSubject(companyID int64) string {
 	return c.Prefix + ".automation." + strconv.FormatInt(companyID, 10)
 }
 
+// BatchSubject is where a company's message batches go (batch send, and
+// connector sends to a campaign); the campaign dispatcher consumes them.
+func (c Config) BatchSubject(companyID int64) string {
+	return c.Prefix + ".batch." + strconv.FormatInt(companyID, 10)
+}
+
 // CampaignFilter matches every company's campaign batches.
 func (c Config) CampaignFilter() string { return c.Prefix + ".campaign.*" }
 
 // AutomationFilter matches every company's automation batches.
 func (c Config) AutomationFilter() string { return c.Prefix + ".automation.*" }
+
+// BatchFilter matches every company's message batches. It needs a consumer
+// of its own: NATS 2.9 consumers take one filter subject.
+func (c Config) BatchFilter() string { return c.Prefix + ".batch.*" }
+
+// StreamSubjects are the subjects the SENDS stream stores.
+func (c Config) StreamSubjects() []string {
+	return []string{c.CampaignFilter(), c.AutomationFilter(), c.BatchFilter()}
+}
 
 // InvalidationSubject carries, on core NATS, a note of every record that
 // changed and that a process may have cached (an API key created, rotated or
@@ -85,7 +100,10 @@ func Connect(cfg Config, name string, extra ...nats.Option) (*nats.Conn, error) 
 	return nc, nil
 }
 
-// EnsureStream creates or updates the SENDS stream. Work-queue retention
+// EnsureStream creates or updates the SENDS stream. Every process that calls
+// it must know the same subjects (an older binary would drop a newer
+// subject from the stream): roll out a new subject everywhere at once, or
+// dispatchers first. Work-queue retention
 // removes a batch once its dispatcher acked it; file storage keeps accepted
 // work across restarts; the duplicate window makes a retried publish with the
 // same Nats-Msg-Id (the batch id) harmless.
@@ -93,7 +111,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg Config) (jets
 	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        cfg.Stream,
 		Description: "Accepted send batches awaiting a dispatcher",
-		Subjects:    []string{cfg.Prefix + ".campaign.*", cfg.Prefix + ".automation.*"},
+		Subjects:    cfg.StreamSubjects(),
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.StreamReplicas,

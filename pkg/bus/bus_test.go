@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/bus/bustest"
 )
@@ -88,5 +90,55 @@ func TestEnsureStreamIsIdempotentAndSurvivesRestart(t *testing.T) {
 	}
 	if info.State.Msgs != 1 {
 		t.Fatalf("stream holds %d messages after restart, want 1", info.State.Msgs)
+	}
+}
+
+func TestStreamStoresEverySubject(t *testing.T) {
+	srv := bustest.NewServer(t)
+	cfg := bustest.Config(srv.URL())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	nc, err := bus.Connect(cfg, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := bus.JetStream(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := bus.EnsureStream(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, subject := range []string{cfg.CampaignSubject(7), cfg.AutomationSubject(7), cfg.BatchSubject(7)} {
+		if _, err := js.Publish(ctx, subject, []byte("x")); err != nil {
+			t.Fatalf("publish on %s: %v", subject, err)
+		}
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 3 {
+		t.Fatalf("stream holds %d messages, want 3", info.State.Msgs)
+	}
+	if got, want := cfg.BatchSubject(42), cfg.Prefix+".batch.42"; got != want {
+		t.Fatalf("BatchSubject %q, want %q", got, want)
+	}
+	// Each filter matches its own subjects only: the campaign dispatcher's
+	// two consumers must not see each other's batches.
+	for filter, subject := range map[string]string{cfg.CampaignFilter(): cfg.BatchSubject(7), cfg.BatchFilter(): cfg.CampaignSubject(7)} {
+		c, err := js.CreateOrUpdateConsumer(ctx, cfg.Stream, jetstream.ConsumerConfig{FilterSubject: filter, AckPolicy: jetstream.AckExplicitPolicy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ci, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ci.NumPending != 1 {
+			t.Fatalf("consumer on %s sees %d batches, want 1 (not %s)", filter, ci.NumPending, subject)
+		}
 	}
 }

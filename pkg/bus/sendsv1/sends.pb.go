@@ -365,6 +365,248 @@ func (x *AutomationContact) GetVariables() map[string]string {
 	return nil
 }
 
+// MessageBatch is published on sends.batch.<company_id> by POST
+// /api/batch/send, and by a connector send whose target is a campaign. Each
+// message names its own campaign (or template and messaging account) and
+// carries its own personalisation. The campaign dispatcher sends them under
+// campaign rules: opt-out and delivery hours apply unless is_forced.
+type MessageBatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// UUIDv7, also the Nats-Msg-Id of the publish.
+	BatchId   string `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	CompanyId int64  `protobuf:"varint,2,opt,name=company_id,json=companyId,proto3" json:"company_id,omitempty"`
+	// In request order; a phone may appear more than once (each entry is its
+	// own message).
+	Messages []*BatchMessage `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
+	IsForced bool            `protobuf:"varint,4,opt,name=is_forced,json=isForced,proto3" json:"is_forced,omitempty"`
+	// Unset: send now. Set: not before this instant (UTC).
+	ScheduledAt    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=scheduled_at,json=scheduledAt,proto3" json:"scheduled_at,omitempty"`
+	AcceptedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=accepted_at,json=acceptedAt,proto3" json:"accepted_at,omitempty"`
+	IdempotencyKey string                 `protobuf:"bytes,7,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// What asked for it: "api:batch_send", "connector:shopify".
+	Source        string `protobuf:"bytes,8,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageBatch) Reset() {
+	*x = MessageBatch{}
+	mi := &file_parley_sends_v1_sends_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageBatch) ProtoMessage() {}
+
+func (x *MessageBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_sends_v1_sends_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageBatch.ProtoReflect.Descriptor instead.
+func (*MessageBatch) Descriptor() ([]byte, []int) {
+	return file_parley_sends_v1_sends_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *MessageBatch) GetBatchId() string {
+	if x != nil {
+		return x.BatchId
+	}
+	return ""
+}
+
+func (x *MessageBatch) GetCompanyId() int64 {
+	if x != nil {
+		return x.CompanyId
+	}
+	return 0
+}
+
+func (x *MessageBatch) GetMessages() []*BatchMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *MessageBatch) GetIsForced() bool {
+	if x != nil {
+		return x.IsForced
+	}
+	return false
+}
+
+func (x *MessageBatch) GetScheduledAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ScheduledAt
+	}
+	return nil
+}
+
+func (x *MessageBatch) GetAcceptedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AcceptedAt
+	}
+	return nil
+}
+
+func (x *MessageBatch) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *MessageBatch) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+// BatchMessage is one message of a MessageBatch.
+type BatchMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Normalised E.164 with '+'.
+	Phone string `protobuf:"bytes,1,opt,name=phone,proto3" json:"phone,omitempty"`
+	// Set: send this campaign's template through its account. Zero: send
+	// template_id through messaging_account_id.
+	CampaignId         int64 `protobuf:"varint,2,opt,name=campaign_id,json=campaignId,proto3" json:"campaign_id,omitempty"`
+	TemplateId         int64 `protobuf:"varint,3,opt,name=template_id,json=templateId,proto3" json:"template_id,omitempty"`
+	MessagingAccountId int64 `protobuf:"varint,4,opt,name=messaging_account_id,json=messagingAccountId,proto3" json:"messaging_account_id,omitempty"`
+	// Personalisation of this message only (the address book is not changed):
+	// absent names fall back to the contact's, variables are merged over the
+	// contact's saved ones.
+	FirstName *string           `protobuf:"bytes,5,opt,name=first_name,json=firstName,proto3,oneof" json:"first_name,omitempty"`
+	LastName  *string           `protobuf:"bytes,6,opt,name=last_name,json=lastName,proto3,oneof" json:"last_name,omitempty"`
+	Variables map[string]string `protobuf:"bytes,7,rep,name=variables,proto3" json:"variables,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Media and URL-button overrides; empty means not given.
+	ImageUrl      string `protobuf:"bytes,8,opt,name=image_url,json=imageUrl,proto3" json:"image_url,omitempty"`
+	VideoUrl      string `protobuf:"bytes,9,opt,name=video_url,json=videoUrl,proto3" json:"video_url,omitempty"`
+	Url           string `protobuf:"bytes,10,opt,name=url,proto3" json:"url,omitempty"`
+	Url2          string `protobuf:"bytes,11,opt,name=url2,proto3" json:"url2,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchMessage) Reset() {
+	*x = BatchMessage{}
+	mi := &file_parley_sends_v1_sends_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchMessage) ProtoMessage() {}
+
+func (x *BatchMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_sends_v1_sends_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchMessage.ProtoReflect.Descriptor instead.
+func (*BatchMessage) Descriptor() ([]byte, []int) {
+	return file_parley_sends_v1_sends_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *BatchMessage) GetPhone() string {
+	if x != nil {
+		return x.Phone
+	}
+	return ""
+}
+
+func (x *BatchMessage) GetCampaignId() int64 {
+	if x != nil {
+		return x.CampaignId
+	}
+	return 0
+}
+
+func (x *BatchMessage) GetTemplateId() int64 {
+	if x != nil {
+		return x.TemplateId
+	}
+	return 0
+}
+
+func (x *BatchMessage) GetMessagingAccountId() int64 {
+	if x != nil {
+		return x.MessagingAccountId
+	}
+	return 0
+}
+
+func (x *BatchMessage) GetFirstName() string {
+	if x != nil && x.FirstName != nil {
+		return *x.FirstName
+	}
+	return ""
+}
+
+func (x *BatchMessage) GetLastName() string {
+	if x != nil && x.LastName != nil {
+		return *x.LastName
+	}
+	return ""
+}
+
+func (x *BatchMessage) GetVariables() map[string]string {
+	if x != nil {
+		return x.Variables
+	}
+	return nil
+}
+
+func (x *BatchMessage) GetImageUrl() string {
+	if x != nil {
+		return x.ImageUrl
+	}
+	return ""
+}
+
+func (x *BatchMessage) GetVideoUrl() string {
+	if x != nil {
+		return x.VideoUrl
+	}
+	return ""
+}
+
+func (x *BatchMessage) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *BatchMessage) GetUrl2() string {
+	if x != nil {
+		return x.Url2
+	}
+	return ""
+}
+
 var File_parley_sends_v1_sends_proto protoreflect.FileDescriptor
 
 const file_parley_sends_v1_sends_proto_rawDesc = "" +
@@ -414,6 +656,39 @@ const file_parley_sends_v1_sends_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\r\n" +
 	"\v_first_nameB\f\n" +
 	"\n" +
+	"_last_name\"\xdd\x02\n" +
+	"\fMessageBatch\x12\x19\n" +
+	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12\x1d\n" +
+	"\n" +
+	"company_id\x18\x02 \x01(\x03R\tcompanyId\x129\n" +
+	"\bmessages\x18\x03 \x03(\v2\x1d.parley.sends.v1.BatchMessageR\bmessages\x12\x1b\n" +
+	"\tis_forced\x18\x04 \x01(\bR\bisForced\x12=\n" +
+	"\fscheduled_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vscheduledAt\x12;\n" +
+	"\vaccepted_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"acceptedAt\x12'\n" +
+	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\x12\x16\n" +
+	"\x06source\x18\b \x01(\tR\x06source\"\xe5\x03\n" +
+	"\fBatchMessage\x12\x14\n" +
+	"\x05phone\x18\x01 \x01(\tR\x05phone\x12\x1f\n" +
+	"\vcampaign_id\x18\x02 \x01(\x03R\n" +
+	"campaignId\x12\x1f\n" +
+	"\vtemplate_id\x18\x03 \x01(\x03R\n" +
+	"templateId\x120\n" +
+	"\x14messaging_account_id\x18\x04 \x01(\x03R\x12messagingAccountId\x12\"\n" +
+	"\n" +
+	"first_name\x18\x05 \x01(\tH\x00R\tfirstName\x88\x01\x01\x12 \n" +
+	"\tlast_name\x18\x06 \x01(\tH\x01R\blastName\x88\x01\x01\x12J\n" +
+	"\tvariables\x18\a \x03(\v2,.parley.sends.v1.BatchMessage.VariablesEntryR\tvariables\x12\x1b\n" +
+	"\timage_url\x18\b \x01(\tR\bimageUrl\x12\x1b\n" +
+	"\tvideo_url\x18\t \x01(\tR\bvideoUrl\x12\x10\n" +
+	"\x03url\x18\n" +
+	" \x01(\tR\x03url\x12\x12\n" +
+	"\x04url2\x18\v \x01(\tR\x04url2\x1a<\n" +
+	"\x0eVariablesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\r\n" +
+	"\v_first_nameB\f\n" +
+	"\n" +
 	"_last_nameB4Z2github.com/parleyhq/parley/pkg/bus/sendsv1;sendsv1b\x06proto3"
 
 var (
@@ -428,25 +703,32 @@ func file_parley_sends_v1_sends_proto_rawDescGZIP() []byte {
 	return file_parley_sends_v1_sends_proto_rawDescData
 }
 
-var file_parley_sends_v1_sends_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_parley_sends_v1_sends_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_parley_sends_v1_sends_proto_goTypes = []any{
 	(*CampaignBatch)(nil),         // 0: parley.sends.v1.CampaignBatch
 	(*AutomationBatch)(nil),       // 1: parley.sends.v1.AutomationBatch
 	(*AutomationContact)(nil),     // 2: parley.sends.v1.AutomationContact
-	nil,                           // 3: parley.sends.v1.AutomationContact.VariablesEntry
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
+	(*MessageBatch)(nil),          // 3: parley.sends.v1.MessageBatch
+	(*BatchMessage)(nil),          // 4: parley.sends.v1.BatchMessage
+	nil,                           // 5: parley.sends.v1.AutomationContact.VariablesEntry
+	nil,                           // 6: parley.sends.v1.BatchMessage.VariablesEntry
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
 }
 var file_parley_sends_v1_sends_proto_depIdxs = []int32{
-	4, // 0: parley.sends.v1.CampaignBatch.scheduled_at:type_name -> google.protobuf.Timestamp
-	4, // 1: parley.sends.v1.CampaignBatch.accepted_at:type_name -> google.protobuf.Timestamp
+	7, // 0: parley.sends.v1.CampaignBatch.scheduled_at:type_name -> google.protobuf.Timestamp
+	7, // 1: parley.sends.v1.CampaignBatch.accepted_at:type_name -> google.protobuf.Timestamp
 	2, // 2: parley.sends.v1.AutomationBatch.contacts:type_name -> parley.sends.v1.AutomationContact
-	4, // 3: parley.sends.v1.AutomationBatch.accepted_at:type_name -> google.protobuf.Timestamp
-	3, // 4: parley.sends.v1.AutomationContact.variables:type_name -> parley.sends.v1.AutomationContact.VariablesEntry
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	7, // 3: parley.sends.v1.AutomationBatch.accepted_at:type_name -> google.protobuf.Timestamp
+	5, // 4: parley.sends.v1.AutomationContact.variables:type_name -> parley.sends.v1.AutomationContact.VariablesEntry
+	4, // 5: parley.sends.v1.MessageBatch.messages:type_name -> parley.sends.v1.BatchMessage
+	7, // 6: parley.sends.v1.MessageBatch.scheduled_at:type_name -> google.protobuf.Timestamp
+	7, // 7: parley.sends.v1.MessageBatch.accepted_at:type_name -> google.protobuf.Timestamp
+	6, // 8: parley.sends.v1.BatchMessage.variables:type_name -> parley.sends.v1.BatchMessage.VariablesEntry
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_parley_sends_v1_sends_proto_init() }
@@ -455,13 +737,14 @@ func file_parley_sends_v1_sends_proto_init() {
 		return
 	}
 	file_parley_sends_v1_sends_proto_msgTypes[2].OneofWrappers = []any{}
+	file_parley_sends_v1_sends_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_parley_sends_v1_sends_proto_rawDesc), len(file_parley_sends_v1_sends_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
