@@ -34,9 +34,10 @@ func TestDifferential(t *testing.T) {
 	g := &bodyGen{rng: rng, seeds: loadReference(t).Cases}
 
 	type req struct {
-		Endpoint    string `json:"endpoint"`
-		BodyB64     string `json:"body_b64"`
-		ContentType string `json:"content_type"`
+		Endpoint    string  `json:"endpoint"`
+		BodyB64     string  `json:"body_b64"`
+		ContentType string  `json:"content_type"`
+		Path        *string `json:"path"`
 	}
 	reqs := make([]req, n)
 	bodies := make([][]byte, n)
@@ -45,6 +46,10 @@ func TestDifferential(t *testing.T) {
 	for i := range reqs {
 		endpoint, body := g.next()
 		reqs[i] = req{Endpoint: endpoint, BodyB64: base64.StdEncoding.EncodeToString(body), ContentType: "application/json"}
+		if endpoint == "segment_contacts" {
+			p := g.pathValue()
+			reqs[i].Path = &p
+		}
 		bodies[i] = body
 		if err := enc.Encode(reqs[i]); err != nil {
 			t.Fatal(err)
@@ -68,7 +73,7 @@ func TestDifferential(t *testing.T) {
 		if err := json.Unmarshal(sc.Bytes(), &want); err != nil {
 			t.Fatalf("case %d: reference output: %v", i, err)
 		}
-		status, body, value := answer(reqs[i].Endpoint, reqs[i].ContentType, bodies[i])
+		status, body, value := answer(reqs[i].Endpoint, reqs[i].ContentType, deref(reqs[i].Path), bodies[i])
 		seen[outcomeKind(want)]++
 		ok := status == want.Status
 		if ok && status == 200 {
@@ -173,8 +178,8 @@ func (g *bodyGen) reencode(body []byte) []byte {
 }
 
 func (g *bodyGen) body() (string, []byte) {
-	switch g.rng.IntN(12) {
-	case 0, 1, 2:
+	switch g.rng.IntN(18) {
+	case 0, 1, 2, 17:
 		return g.mutated()
 	case 3, 4, 5:
 		return "campaign", []byte(g.campaign())
@@ -182,9 +187,72 @@ func (g *bodyGen) body() (string, []byte) {
 		// Everything valid but the instant, so that accepted values are
 		// compared too.
 		return "campaign", []byte(`{"campaign_id":1,"contacts":["+1234567"],"scheduled_at":` + g.jsonStr(g.datetime()) + `}`)
-	default:
+	case 8, 9, 10:
 		return "automation", []byte(g.automation())
+	case 11:
+		return "segment_create", []byte(g.object([][2]string{{"name", g.segmentName()}, {"contacts", g.contacts(false)}}))
+	case 12:
+		return "segment_contacts", []byte(g.object([][2]string{{"contacts", g.contacts(false)}}))
+	case 13, 14:
+		return "batch", []byte(g.batch())
+	default:
+		return "connector", []byte(g.object([][2]string{{"contacts", g.contacts(true)}, {"url", g.url()}, {"image_url", g.url()}}))
 	}
+}
+
+// pathValue is a segment_id path segment.
+func (g *bodyGen) pathValue() string {
+	return g.pick("7", " 7 ", "+7", "-7", "0", "1_000", "7.0", "7.5", "", "abc", "0x7", "1e3", "\u0667", "99999999999999999999999", "7 7")
+}
+
+func (g *bodyGen) segmentName() string {
+	if g.rng.IntN(6) == 0 {
+		return g.pick("null", "5", "[]", `"\ud800"`)
+	}
+	return g.jsonStr(g.pick("", " ", "VIP", " VIP ", "\u00a0x\u2003", "\u200b", "\x1c", "\t\n", "\u3000",
+		strings.Repeat("n", 255), " "+strings.Repeat("n", 255)+" ", strings.Repeat("n", 256), strings.Repeat("é", 256)))
+}
+
+// contacts is a list of contact objects, with the media fields when media.
+func (g *bodyGen) contacts(media bool) string {
+	if g.rng.IntN(12) == 0 {
+		return g.pick("null", `"x"`, "{}", "5")
+	}
+	cs := make([]string, g.rng.IntN(4))
+	for i := range cs {
+		if g.rng.IntN(12) == 0 {
+			cs[i] = g.pick(`"+1234567"`, "null", "1", "[]")
+			continue
+		}
+		members := [][2]string{{"phone", g.phoneValue()}, {"first_name", g.name()}, {"last_name", g.name()}, {"variables", g.variables()}}
+		if media || g.rng.IntN(4) == 0 {
+			members = append(members, [2]string{"image_url", g.url()}, [2]string{"video_url", g.url()})
+		}
+		cs[i] = g.object(members)
+	}
+	return "[" + strings.Join(cs, ",") + "]"
+}
+
+func (g *bodyGen) optionalID() string {
+	if g.rng.IntN(2) == 0 {
+		return ""
+	}
+	return g.pick("1", "null", "12", `"5"`, "2.0", "2.5", `"x"`, "18446744073709551616")
+}
+
+func (g *bodyGen) batch() string {
+	ms := make([]string, g.rng.IntN(4))
+	for i := range ms {
+		members := [][2]string{{"phone", g.phoneValue()}}
+		for _, k := range []string{"campaign_id", "template_id", "messaging_account_id"} {
+			if v := g.optionalID(); v != "" {
+				members = append(members, [2]string{k, v})
+			}
+		}
+		members = append(members, [2]string{"first_name", g.name()}, [2]string{"variables", g.variables()}, [2]string{"url2", g.url()})
+		ms[i] = g.object(members)
+	}
+	return g.object([][2]string{{"messages", "[" + strings.Join(ms, ",") + "]"}, {"is_forced", g.boolValue()}, {"scheduled_at", g.jsonStr(g.datetime())}})
 }
 
 // mutated edits a reference body at random.
@@ -369,12 +437,16 @@ func (g *bodyGen) campaign() string {
 	if g.rng.IntN(10) == 0 {
 		sched = g.pick("null", "5", "true", strconv.Quote(strings.Repeat("1", 64)), strconv.Quote("2030-01-02T03:04:05."+strings.Repeat("1", 44)+"Z"))
 	}
-	return g.object([][2]string{
+	members := [][2]string{
 		{"campaign_id", g.intValue()},
 		{"contacts", list},
 		{"is_forced", g.boolValue()},
 		{"scheduled_at", sched},
-	})
+	}
+	if g.rng.IntN(3) == 0 {
+		members = append(members, [2]string{"segment_id", g.pick("5", "null", `"5"`, "5.5", "[]", "18446744073709551616")})
+	}
+	return g.object(members)
 }
 
 func (g *bodyGen) url() string {
@@ -439,4 +511,11 @@ func (g *bodyGen) automation() string {
 		{"url", g.url()},
 		{"url2", g.url()},
 	})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -1,6 +1,10 @@
 // Package validation decodes and validates the gateway's JSON request bodies
-// and produces, byte for byte, the 422 body a FastAPI service with pydantic 2
-// answers for the same bytes (spec 2.2, 2.3, 4.2, 7.2, 8).
+// (and the one integer path parameter, segment_id) and produces, byte for
+// byte, the 422 body a FastAPI service with pydantic 2 answers for the same
+// request (spec 2.2, 2.3, 4.2, 7.2, 8). The models of the endpoints the spec
+// leaves open (segments, batch send, connector send, campaign to a segment)
+// are declared in testdata/gen_reference.py as pydantic models, so that
+// their answers are pydantic's too.
 //
 // # Pipeline
 //
@@ -20,11 +24,18 @@
 //     schema.go (Int, Bool, String, OrNull, ListOf, StringMap,
 //     DateTimeString, NewModel) mirrors pydantic-core's coercions, error
 //     types, messages, contexts and order. Extra keys are ignored.
+//     Model.After is a model_validator(mode="after") raising
+//     PydanticCustomError; RequiredUnless is a field required unless another
+//     is given (see the campaign model in gen_reference.py).
 //  4. Errors are written as FastAPI's request_validation_exception_handler
 //     writes them: jsonable_encoder (which drops dict keys starting with
 //     "_sa"), then json.dumps(ensure_ascii=False, allow_nan=False,
 //     separators=(",", ":")): floats in Python's repr, non-ASCII as raw
 //     UTF-8, keys in input order.
+//  5. A path parameter (DecodeSegmentContacts) is validated as FastAPI
+//     validates an int path parameter; its items come before the body's, as
+//     solve_dependencies collects them, except when the body does not even
+//     parse (that answer comes alone, before the path is looked at).
 //
 // For a Content-Type that is not JSON (IsJSONContentType), FastAPI validates
 // the raw bytes as the model input; NonJSONBody gives that answer.
@@ -47,6 +58,8 @@
 //     fails with a 500 writing its echo.
 //   - Identifiers outside int64 are valid ints to pydantic; they decode to
 //     UnknownID (0), which no row has, so the lookup answers 404.
+//   - A path parameter that is not UTF-8 (a percent-encoded byte) is echoed
+//     with U+FFFD in place of the bad bytes.
 //
 // # Reference table
 //

@@ -100,6 +100,8 @@ const (
 // pending is an item recorded during validation, written out at the end
 // while the document is still at hand.
 type pending struct {
+	// root is the first element of loc: "body" when empty, or "path".
+	root string
 	typ  string
 	loc  []locPart
 	msg  string
@@ -132,6 +134,7 @@ const (
 	typeStringUnicode  = "string_unicode"
 	msgStringUnicode   = "Input should be a valid string, unable to parse raw data as a unicode string"
 	typeStringTooLong  = "string_too_long"
+	typeStringTooShort = "string_too_short"
 	typePattern        = "string_pattern_mismatch"
 	typeListType       = "list_type"
 	msgListType        = "Input should be a valid list"
@@ -170,9 +173,13 @@ func (d *decoder) render(items []pending) *Errors {
 		b = append(b, `{"type":`...)
 		b = appendPyString(b, it.typ)
 		b = append(b, `,"loc":[`...)
-		b = append(b, `"body"`...)
+		root := it.root
+		if root == "" {
+			root = "body"
+		}
+		b = appendPyString(b, root)
 		loc := make([]any, 1, len(it.loc)+1)
-		loc[0] = "body"
+		loc[0] = root
 		for _, l := range it.loc {
 			b = append(b, ',')
 			if l.isIdx {
@@ -233,10 +240,11 @@ func (d *decoder) render(items []pending) *Errors {
 	return e
 }
 
-// missingBody is FastAPI's answer to an empty or null body.
-func missingBody() *Errors {
+// missingBody is FastAPI's answer to an empty or null body, after the
+// errors of the path parameters.
+func missingBody(path ...pending) *Errors {
 	var d decoder
-	return d.render([]pending{{typ: typeMissing, msg: msgMissing, in: inNull}})
+	return d.render(append(path, pending{typ: typeMissing, msg: msgMissing, in: inNull}))
 }
 
 // jsonInvalid is FastAPI's answer to a json.JSONDecodeError.

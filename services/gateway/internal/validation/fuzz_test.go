@@ -15,14 +15,23 @@ func FuzzDecode(f *testing.F) {
 		if len(body) > 2048 {
 			continue
 		}
-		f.Add(c.Endpoint == "campaign", body)
+		f.Add(endpointIndex(c.Endpoint), c.Path, body)
 	}
-	f.Fuzz(func(t *testing.T, campaign bool, body []byte) {
+	f.Fuzz(func(t *testing.T, endpoint uint8, path string, body []byte) {
 		var err error
-		if campaign {
+		switch endpoint % 6 {
+		case 0:
 			_, err = DecodeCampaignSend(body)
-		} else {
+		case 1:
 			_, err = DecodeAutomationTrigger(body)
+		case 2:
+			_, err = DecodeSegmentCreate(body)
+		case 3:
+			_, err = DecodeSegmentContacts(path, body, true)
+		case 4:
+			_, err = DecodeBatchSend(body)
+		default:
+			_, err = DecodeConnectorSend(body)
 		}
 		if err == nil {
 			return
@@ -52,4 +61,13 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+func endpointIndex(name string) uint8 {
+	for i, n := range []string{"campaign", "automation", "segment_create", "segment_contacts", "batch", "connector"} {
+		if n == name {
+			return uint8(i)
+		}
+	}
+	panic("unknown endpoint " + name)
 }

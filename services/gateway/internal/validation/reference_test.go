@@ -10,6 +10,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -22,6 +23,7 @@ type refCase struct {
 	Name        string    `json:"name"`
 	Endpoint    string    `json:"endpoint"`
 	ContentType string    `json:"content_type"`
+	Path        string    `json:"path"`
 	Body        *string   `json:"body"`
 	BodyB64     string    `json:"body_b64"`
 	Expect      refExpect `json:"expect"`
@@ -79,7 +81,7 @@ func TestReferenceIsCurrent(t *testing.T) {
 func TestReference(t *testing.T) {
 	for _, c := range loadReference(t).Cases {
 		t.Run(c.Name, func(t *testing.T) {
-			status, body, value := answer(c.Endpoint, c.ContentType, c.body(t))
+			status, body, value := answer(c.Endpoint, c.ContentType, c.Path, c.body(t))
 			if status != c.Expect.Status {
 				t.Fatalf("status %d, want %d\n got: %s\nwant: %s%s", status, c.Expect.Status, clip(body), clip([]byte(c.Expect.Body)), clip(c.Expect.Value))
 			}
@@ -102,8 +104,9 @@ func TestReference(t *testing.T) {
 }
 
 // answer is what the gateway's HTTP layer would answer: the status, the
-// error body, or the decoded request in the table's normalised shape.
-func answer(endpoint, contentType string, body []byte) (int, []byte, []byte) {
+// error body, or the decoded request in the table's normalised shape. path
+// is the path parameter of endpoints that have one.
+func answer(endpoint, contentType, path string, body []byte) (int, []byte, []byte) {
 	fromErr := func(err error) (int, []byte, []byte) {
 		var verr *Errors
 		switch {
@@ -113,6 +116,13 @@ func answer(endpoint, contentType string, body []byte) (int, []byte, []byte) {
 			return 400, []byte(`{"detail":"` + ParseErrorDetail + `"}`), nil
 		}
 		return 500, []byte(err.Error()), nil
+	}
+	if endpoint == "segment_contacts" {
+		r, err := DecodeSegmentContacts(path, body, IsJSONContentType(contentType))
+		if err != nil {
+			return fromErr(err)
+		}
+		return marshalValue(map[string]any{"segment_id": r.SegmentID, "contacts": normaliseSegmentContacts(r.Contacts)})
 	}
 	if !IsJSONContentType(contentType) {
 		return fromErr(NonJSONBody(body))
@@ -130,12 +140,33 @@ func answer(endpoint, contentType string, body []byte) (int, []byte, []byte) {
 		if r, err = DecodeAutomationTrigger(body); err == nil {
 			v = normaliseAutomation(r)
 		}
+	case "segment_create":
+		var r SegmentCreate
+		if r, err = DecodeSegmentCreate(body); err == nil {
+			v = map[string]any{"name": r.Name, "contacts": normaliseSegmentContacts(r.Contacts)}
+		}
+	case "batch":
+		var r BatchSend
+		if r, err = DecodeBatchSend(body); err == nil {
+			v = normaliseBatch(r)
+		}
+	case "connector":
+		var r ConnectorSend
+		if r, err = DecodeConnectorSend(body); err == nil {
+			m := normaliseAutomation(AutomationTrigger{Contacts: r.Contacts, ImageURL: r.ImageURL, VideoURL: r.VideoURL, URL: r.URL, URL2: r.URL2})
+			delete(m, "automation_id")
+			v = m
+		}
 	default:
 		panic("unknown endpoint " + endpoint)
 	}
 	if err != nil {
 		return fromErr(err)
 	}
+	return marshalValue(v)
+}
+
+func marshalValue(v any) (int, []byte, []byte) {
 	out, err := json.Marshal(v)
 	if err != nil {
 		panic(err)
@@ -143,14 +174,67 @@ func answer(endpoint, contentType string, body []byte) (int, []byte, []byte) {
 	return 200, nil, out
 }
 
+func variablesValue(ps Pairs) any {
+	if ps == nil {
+		return nil
+	}
+	pairs := make([][2]string, 0, len(ps))
+	for _, p := range ps {
+		pairs = append(pairs, [2]string{p.Key, p.Value})
+	}
+	return pairs
+}
+
+func normaliseSegmentContacts(cs []SegmentContact) []any {
+	out := make([]any, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, map[string]any{
+			"phone":      c.Phone,
+			"first_name": nullable(c.FirstName),
+			"last_name":  nullable(c.LastName),
+			"variables":  variablesValue(c.Variables),
+		})
+	}
+	return out
+}
+
+func normaliseBatch(r BatchSend) map[string]any {
+	msgs := make([]any, 0, len(r.Messages))
+	for _, m := range r.Messages {
+		msgs = append(msgs, map[string]any{
+			"phone":                m.Phone,
+			"campaign_id":          m.CampaignID,
+			"template_id":          m.TemplateID,
+			"messaging_account_id": m.AccountID,
+			"first_name":           nullable(m.FirstName),
+			"last_name":            nullable(m.LastName),
+			"variables":            variablesValue(m.Variables),
+			"image_url":            nullable(m.ImageURL),
+			"video_url":            nullable(m.VideoURL),
+			"url":                  nullable(m.URL),
+			"url2":                 nullable(m.URL2),
+		})
+	}
+	var at any
+	if r.ScheduledAt != nil {
+		at = r.ScheduledAt.UnixMicro()
+	}
+	return map[string]any{"messages": msgs, "is_forced": r.IsForced, "scheduled_at_unix_us": at}
+}
+
 func normaliseCampaign(r CampaignSend) map[string]any {
 	var at any
 	if r.ScheduledAt != nil {
 		at = r.ScheduledAt.UnixMicro()
 	}
+	var contacts any
+	if r.Contacts != nil {
+		contacts = r.Contacts
+	}
 	return map[string]any{
 		"campaign_id":          r.CampaignID,
-		"contacts":             emptyIfNil(r.Contacts),
+		"contacts":             contacts,
+		"segment_id":           r.SegmentID,
 		"is_forced":            r.IsForced,
 		"scheduled_at_unix_us": at,
 	}
@@ -159,14 +243,7 @@ func normaliseCampaign(r CampaignSend) map[string]any {
 func normaliseAutomation(r AutomationTrigger) map[string]any {
 	contacts := make([]any, 0, len(r.Contacts))
 	for _, c := range r.Contacts {
-		var vars any
-		if c.Variables != nil {
-			pairs := make([][2]string, 0, len(c.Variables))
-			for _, p := range c.Variables {
-				pairs = append(pairs, [2]string{p.Key, p.Value})
-			}
-			vars = pairs
-		}
+		vars := variablesValue(c.Variables)
 		contacts = append(contacts, map[string]any{
 			"phone":      c.Phone,
 			"first_name": nullable(c.FirstName),
@@ -193,35 +270,40 @@ func nullable(v Null[string]) any {
 	return v.V
 }
 
-func emptyIfNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}
-
-// normaliseIDs replaces identifiers outside int64 by UnknownID, which is
-// what the Go side returns for them.
+// normaliseIDs replaces identifiers (keys ending in "_id", at any depth)
+// outside int64 by UnknownID, which is what the Go side returns for them.
 func normaliseIDs(t *testing.T, raw json.RawMessage) []byte {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	var m map[string]any
+	var m any
 	if err := dec.Decode(&m); err != nil {
 		t.Fatalf("expected value: %v", err)
 	}
-	for _, k := range []string{"campaign_id", "automation_id"} {
-		n, ok := m[k].(json.Number)
-		if !ok {
-			continue
-		}
-		v, ok := new(big.Int).SetString(string(n), 10)
-		if !ok {
-			t.Fatalf("expected %s %q is not an integer", k, n)
-		}
-		if !v.IsInt64() {
-			m[k] = UnknownID
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case map[string]any:
+			for k, e := range v {
+				n, ok := e.(json.Number)
+				if !ok || !strings.HasSuffix(k, "_id") {
+					walk(e)
+					continue
+				}
+				i, ok := new(big.Int).SetString(string(n), 10)
+				if !ok {
+					t.Fatalf("expected %s %q is not an integer", k, n)
+				}
+				if !i.IsInt64() {
+					v[k] = UnknownID
+				}
+			}
 		}
 	}
+	walk(m)
 	out, err := json.Marshal(m)
 	if err != nil {
 		t.Fatal(err)

@@ -69,13 +69,18 @@ func (i Integer) id() int64 {
 	return i.Value
 }
 
-// CampaignSend is the body of POST /api/campaigns/send (spec 4.2).
+// CampaignSend is the body of POST /api/campaigns/send (spec 4.2), which
+// names its recipients with contacts or, instead, with segment_id.
 type CampaignSend struct {
 	// CampaignID is UnknownID for integers outside int64.
 	CampaignID int64
-	// Contacts are the numbers as sent, duplicates included.
+	// Contacts are the numbers as sent, duplicates included; nil when the
+	// send names a segment.
 	Contacts []string
-	IsForced bool
+	// SegmentID is set when the send names a segment (UnknownID for an
+	// integer outside int64).
+	SegmentID *int64
+	IsForced  bool
 	// ScheduledAt is nil for an immediate send; a value sent without offset
 	// is taken as UTC.
 	ScheduledAt *time.Time
@@ -87,17 +92,39 @@ var (
 	nameString  = OrNull(String(StringRules{MaxLength: MaxNameLength}))
 )
 
+func scheduledAt(dst **time.Time, v Null[time.Time]) {
+	if v.Valid {
+		t := v.V
+		*dst = &t
+	}
+}
+
+// campaignSendModel: contacts is required unless segment_id is given
+// (present, not null); both given is one contacts_and_segment item.
 var campaignSendModel = NewModel(
 	Required("campaign_id", Int(), func(r *CampaignSend, v Integer) { r.CampaignID = v.id() }),
-	Required("contacts", ListOf(phoneString, MaxContacts), func(r *CampaignSend, v []string) { r.Contacts = v }),
-	Optional("is_forced", Bool(), func(r *CampaignSend, v bool) { r.IsForced = v }),
-	Optional("scheduled_at", OrNull(DateTimeString(MaxScheduledAt)), func(r *CampaignSend, v Null[time.Time]) {
+	RequiredUnless("contacts", "segment_id", ListOf(phoneString, MaxContacts), func(r *CampaignSend, v []string) {
+		if v == nil {
+			v = []string{}
+		}
+		r.Contacts = v
+	}),
+	Optional("segment_id", OrNull(Int()), func(r *CampaignSend, v Null[Integer]) {
 		if v.Valid {
-			t := v.V
-			r.ScheduledAt = &t
+			id := v.V.id()
+			r.SegmentID = &id
 		}
 	}),
-)
+	Optional("is_forced", Bool(), func(r *CampaignSend, v bool) { r.IsForced = v }),
+	Optional("scheduled_at", OrNull(DateTimeString(MaxScheduledAt)), func(r *CampaignSend, v Null[time.Time]) {
+		scheduledAt(&r.ScheduledAt, v)
+	}),
+).After(func(r *CampaignSend) *CustomError {
+	if r.Contacts != nil && r.SegmentID != nil {
+		return &CustomError{Type: "contacts_and_segment", Msg: "Give either contacts or segment_id, not both"}
+	}
+	return nil
+})
 
 // DecodeCampaignSend validates a JSON campaign send body. The error is an
 // *Errors (422) or ErrBodyUnparseable (400); see Decode.
@@ -136,9 +163,7 @@ var automationContactModel = NewModel(
 	Optional("last_name", nameString, func(c *AutomationContact, v Null[string]) { c.LastName = v }),
 	Optional("image_url", urlString, func(c *AutomationContact, v Null[string]) { c.ImageURL = v }),
 	Optional("video_url", urlString, func(c *AutomationContact, v Null[string]) { c.VideoURL = v }),
-	Optional("variables",
-		OrNull(StringMap(StringRules{MaxLength: MaxVarKeyLength}, StringRules{MaxLength: MaxVarValueLength})),
-		func(c *AutomationContact, v Null[Pairs]) { c.Variables = v.V }),
+	Optional("variables", variablesMap, func(c *AutomationContact, v Null[Pairs]) { c.Variables = v.V }),
 )
 
 var automationTriggerModel = NewModel(
@@ -155,4 +180,169 @@ var automationTriggerModel = NewModel(
 // error is an *Errors (422) or ErrBodyUnparseable (400); see Decode.
 func DecodeAutomationTrigger(body []byte) (AutomationTrigger, error) {
 	return Decode(automationTriggerModel, body)
+}
+
+// MaxSegmentName is the longest segment name, after trimming.
+const MaxSegmentName = 255
+
+// SegmentContact is one contact of a segment request: the automation
+// trigger's contact without its per-send media overrides (image_url and
+// video_url, which a segment has no use for, are ignored like any other
+// extra key).
+type SegmentContact struct {
+	Phone     string
+	FirstName Null[string]
+	LastName  Null[string]
+	// Variables are as in AutomationContact.
+	Variables Pairs
+}
+
+// SegmentCreate is the body of POST /api/segments/create.
+type SegmentCreate struct {
+	// Name is trimmed of surrounding white space, 1 to 255 characters.
+	Name     string
+	Contacts []SegmentContact
+}
+
+// SegmentContacts is POST /api/segments/{segment_id}/contacts: its path
+// parameter and body.
+type SegmentContacts struct {
+	// SegmentID is UnknownID for integers outside int64.
+	SegmentID int64
+	Contacts  []SegmentContact
+}
+
+var (
+	segmentName         = String(StringRules{Strip: true, MinLength: 1, MaxLength: MaxSegmentName})
+	segmentContactModel = NewModel(
+		Required("phone", phoneString, func(c *SegmentContact, v string) { c.Phone = v }),
+		Optional("first_name", nameString, func(c *SegmentContact, v Null[string]) { c.FirstName = v }),
+		Optional("last_name", nameString, func(c *SegmentContact, v Null[string]) { c.LastName = v }),
+		Optional("variables", variablesMap, func(c *SegmentContact, v Null[Pairs]) { c.Variables = v.V }),
+	)
+	segmentCreateModel = NewModel(
+		Required("name", segmentName, func(r *SegmentCreate, v string) { r.Name = v }),
+		Optional("contacts", ListOf[SegmentContact](segmentContactModel, MaxContacts),
+			func(r *SegmentCreate, v []SegmentContact) { r.Contacts = v }),
+	)
+	segmentContactsModel = NewModel(
+		Required("contacts", ListOf[SegmentContact](segmentContactModel, MaxContacts),
+			func(r *SegmentContacts, v []SegmentContact) { r.Contacts = v }),
+	)
+)
+
+// DecodeSegmentCreate validates a JSON segment creation body.
+func DecodeSegmentCreate(body []byte) (SegmentCreate, error) {
+	return Decode(segmentCreateModel, body)
+}
+
+// DecodeSegmentContacts validates POST /api/segments/{segment_id}/contacts
+// as FastAPI would with segment_id declared an int: the path parameter's
+// items come before the body's (loc ["path","segment_id"]). isJSON is
+// IsJSONContentType of the request.
+func DecodeSegmentContacts(segmentID string, body []byte, isJSON bool) (SegmentContacts, error) {
+	id, path := pathInt("segment_id", segmentID)
+	if !isJSON {
+		return SegmentContacts{}, nonJSONBody(body, path)
+	}
+	r, err := decodeBody(segmentContactsModel, body, path)
+	r.SegmentID = id
+	return r, err
+}
+
+// BatchSend is the body of POST /api/batch/send.
+type BatchSend struct {
+	Messages []BatchMessage
+	IsForced bool
+	// ScheduledAt is as in CampaignSend.
+	ScheduledAt *time.Time
+}
+
+// BatchMessage is one message of a batch send. Exactly one target is set:
+// CampaignID, or TemplateID with AccountID (identifiers outside int64 are
+// UnknownID).
+type BatchMessage struct {
+	Phone      string
+	CampaignID *int64
+	TemplateID *int64
+	AccountID  *int64
+	FirstName  Null[string]
+	LastName   Null[string]
+	Variables  Pairs
+	ImageURL   Null[string]
+	VideoURL   Null[string]
+	URL        Null[string]
+	URL2       Null[string]
+}
+
+var variablesMap = OrNull(StringMap(StringRules{MaxLength: MaxVarKeyLength}, StringRules{MaxLength: MaxVarValueLength}))
+
+func idField(name string, dst func(*BatchMessage) **int64) Field[BatchMessage] {
+	return Optional(name, OrNull(Int()), func(m *BatchMessage, v Null[Integer]) {
+		if v.Valid {
+			id := v.V.id()
+			*dst(m) = &id
+		}
+	})
+}
+
+var (
+	batchMessageModel = NewModel(
+		Required("phone", phoneString, func(m *BatchMessage, v string) { m.Phone = v }),
+		idField("campaign_id", func(m *BatchMessage) **int64 { return &m.CampaignID }),
+		idField("template_id", func(m *BatchMessage) **int64 { return &m.TemplateID }),
+		idField("messaging_account_id", func(m *BatchMessage) **int64 { return &m.AccountID }),
+		Optional("first_name", nameString, func(m *BatchMessage, v Null[string]) { m.FirstName = v }),
+		Optional("last_name", nameString, func(m *BatchMessage, v Null[string]) { m.LastName = v }),
+		Optional("variables", variablesMap, func(m *BatchMessage, v Null[Pairs]) { m.Variables = v.V }),
+		Optional("image_url", urlString, func(m *BatchMessage, v Null[string]) { m.ImageURL = v }),
+		Optional("video_url", urlString, func(m *BatchMessage, v Null[string]) { m.VideoURL = v }),
+		Optional("url", urlString, func(m *BatchMessage, v Null[string]) { m.URL = v }),
+		Optional("url2", urlString, func(m *BatchMessage, v Null[string]) { m.URL2 = v }),
+	).After(func(m *BatchMessage) *CustomError {
+		switch {
+		case m.CampaignID != nil && (m.TemplateID != nil || m.AccountID != nil):
+			return &CustomError{Type: "batch_message_target", Msg: "Give campaign_id, or template_id and messaging_account_id, not both"}
+		case m.CampaignID == nil && (m.TemplateID == nil || m.AccountID == nil):
+			return &CustomError{Type: "batch_message_target", Msg: "Give campaign_id, or template_id and messaging_account_id"}
+		}
+		return nil
+	})
+	batchSendModel = NewModel(
+		Required("messages", ListOf[BatchMessage](batchMessageModel, MaxContacts),
+			func(r *BatchSend, v []BatchMessage) { r.Messages = v }),
+		Optional("is_forced", Bool(), func(r *BatchSend, v bool) { r.IsForced = v }),
+		Optional("scheduled_at", OrNull(DateTimeString(MaxScheduledAt)), func(r *BatchSend, v Null[time.Time]) {
+			scheduledAt(&r.ScheduledAt, v)
+		}),
+	)
+)
+
+// DecodeBatchSend validates a JSON batch send body.
+func DecodeBatchSend(body []byte) (BatchSend, error) {
+	return Decode(batchSendModel, body)
+}
+
+// ConnectorSend is the body of POST /api/{connector}/send: the automation
+// trigger without automation_id (the connector names its target).
+type ConnectorSend struct {
+	Contacts []AutomationContact
+	ImageURL Null[string]
+	VideoURL Null[string]
+	URL      Null[string]
+	URL2     Null[string]
+}
+
+var connectorSendModel = NewModel(
+	Required("contacts", ListOf[AutomationContact](automationContactModel, MaxContacts),
+		func(r *ConnectorSend, v []AutomationContact) { r.Contacts = v }),
+	Optional("image_url", urlString, func(r *ConnectorSend, v Null[string]) { r.ImageURL = v }),
+	Optional("video_url", urlString, func(r *ConnectorSend, v Null[string]) { r.VideoURL = v }),
+	Optional("url", urlString, func(r *ConnectorSend, v Null[string]) { r.URL = v }),
+	Optional("url2", urlString, func(r *ConnectorSend, v Null[string]) { r.URL2 = v }),
+)
+
+// DecodeConnectorSend validates a JSON connector send body.
+func DecodeConnectorSend(body []byte) (ConnectorSend, error) {
+	return Decode(connectorSendModel, body)
 }

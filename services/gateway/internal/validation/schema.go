@@ -3,8 +3,10 @@ package validation
 import (
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -19,7 +21,10 @@ type Type[V any] interface {
 type Field[T any] struct {
 	name     string
 	required bool
-	decode   func(d *decoder, n int32, dst *T) bool
+	// unless, when set, makes the field required only while that other
+	// field is absent or null.
+	unless string
+	decode func(d *decoder, n int32, dst *T) bool
 }
 
 // Required declares a field without default: absent, it is pydantic's
@@ -33,6 +38,15 @@ func Required[T, V any](name string, typ Type[V], set func(*T, V)) Field[T] {
 // (wrap the type in OrNull to accept it).
 func Optional[T, V any](name string, typ Type[V], set func(*T, V)) Field[T] {
 	return Field[T]{name: name, decode: fieldDecoder(typ, set)}
+}
+
+// RequiredUnless declares a field that is required unless the field other
+// is given (present and not null); then it is optional. This is the
+// "contacts or segment_id" rule written in pydantic as a wrap
+// model_validator that validates against the model without other when
+// neither is given: the same "missing" item at the same position.
+func RequiredUnless[T, V any](name, other string, typ Type[V], set func(*T, V)) Field[T] {
+	return Field[T]{name: name, required: true, unless: other, decode: fieldDecoder(typ, set)}
 }
 
 func fieldDecoder[T, V any](typ Type[V], set func(*T, V)) func(*decoder, int32, *T) bool {
@@ -50,11 +64,27 @@ func fieldDecoder[T, V any](typ Type[V], set func(*T, V)) func(*decoder, int32, 
 // model_attributes_type, as with from_attributes=True).
 type Model[T any] struct {
 	fields []Field[T]
+	after  func(*T) *CustomError
 }
 
 // NewModel declares a model.
 func NewModel[T any](fields ...Field[T]) *Model[T] {
 	return &Model[T]{fields: fields}
+}
+
+// CustomError is what a model check raises: pydantic's
+// PydanticCustomError(Type, Msg) without context.
+type CustomError struct {
+	Type, Msg string
+}
+
+// After adds a check on the decoded value: a pydantic
+// model_validator(mode="after") that raises PydanticCustomError. It runs only
+// when every field is valid; its item is at the model's location and echoes
+// the model's input. It returns m.
+func (m *Model[T]) After(check func(*T) *CustomError) *Model[T] {
+	m.after = check
+	return m
 }
 
 func (m *Model[T]) decode(d *decoder, n int32) (T, bool) {
@@ -79,13 +109,25 @@ func (m *Model[T]) decodeInto(d *decoder, n int32, dst *T) bool {
 			if !f.decode(d, v, dst) {
 				ok = false
 			}
-		} else if f.required {
+		} else if f.required && (f.unless == "" || !d.given(nd, f.unless)) {
 			d.fail(typeMissing, msgMissing, n)
 			ok = false
 		}
 		d.loc = d.loc[:len(d.loc)-1]
 	}
+	if ok && m.after != nil {
+		if e := m.after(dst); e != nil {
+			d.fail(e.Type, e.Msg, n)
+			return false
+		}
+	}
 	return ok
+}
+
+// given reports whether obj has key with a value other than null.
+func (d *decoder) given(obj *node, key string) bool {
+	v := d.lookup(obj, key)
+	return v >= 0 && d.nodes[v].kind != kNull
 }
 
 // intoType is implemented by types that can decode in place.
@@ -210,6 +252,12 @@ type Pattern struct {
 
 // StringRules are pydantic's StringConstraints used here.
 type StringRules struct {
+	// Strip removes surrounding white space (Unicode White_Space, as Rust's
+	// str::trim) before the other rules; the value is the stripped string,
+	// an error echoes the input as sent.
+	Strip bool
+	// MinLength counts characters (code points) after Strip; 0 means none.
+	MinLength int
 	// MaxLength counts characters (code points); 0 means no limit.
 	MaxLength int
 	// Pattern, if set, must match the whole string.
@@ -229,6 +277,9 @@ func (t strType) decode(d *decoder, n int32) (string, bool) {
 		return "", false
 	}
 	s := d.str(nd)
+	if t.rules.Strip {
+		s = strings.TrimFunc(s, unicode.IsSpace)
+	}
 	return s, d.checkString(s, nd.flags, t.rules, inNode, n)
 }
 
@@ -238,6 +289,11 @@ func (t strType) decode(d *decoder, n int32) (string, bool) {
 func (d *decoder) checkString(s string, flags uint8, r StringRules, in inputKind, n int32) bool {
 	if flags&fSurrogate != 0 {
 		d.failInput(typeStringUnicode, msgStringUnicode, in, n)
+		return false
+	}
+	if r.MinLength > 0 && (len(s) < r.MinLength || utf8.RuneCountInString(s) < r.MinLength) {
+		msg := fmt.Sprintf("String should have at least %d character%s", r.MinLength, plural(r.MinLength))
+		d.failInput(typeStringTooShort, msg, in, n, ctxNum("min_length", r.MinLength))
 		return false
 	}
 	if r.MaxLength > 0 && len(s) > r.MaxLength && utf8.RuneCountInString(s) > r.MaxLength {
@@ -509,9 +565,17 @@ func (d *decoder) failInput(typ, msg string, in inputKind, n int32, ctx ...ctxEn
 // from_attributes=True). The error is an *Errors for a 422, or
 // ErrBodyUnparseable (possibly ErrBodyNotUTF8) for FastAPI's 400.
 func Decode[T any](m *Model[T], body []byte) (T, error) {
+	return decodeBody(m, body, nil)
+}
+
+// decodeBody is Decode after the path parameters were validated: their
+// items come first, as FastAPI's solve_dependencies collects them, unless
+// the body does not even parse (FastAPI answers that before looking at the
+// path).
+func decodeBody[T any](m *Model[T], body []byte, path []pending) (T, error) {
 	var zero T
 	if len(body) == 0 {
-		return zero, missingBody()
+		return zero, missingBody(path...)
 	}
 	text, surrogates, err := decodeText(body)
 	if err != nil {
@@ -533,10 +597,11 @@ func Decode[T any](m *Model[T], body []byte) (T, error) {
 		d.strs = string(d.arena)
 	}
 	if d.nodes[root].kind == kNull {
-		return zero, missingBody()
+		return zero, missingBody(path...)
 	}
+	d.items = append(d.items, path...)
 	var v T
-	if !m.decodeInto(d, root, &v) {
+	if !m.decodeInto(d, root, &v) || len(path) > 0 {
 		return zero, d.render(d.items)
 	}
 	return v, nil
@@ -547,12 +612,34 @@ func Decode[T any](m *Model[T], body []byte) (T, error) {
 // model accepts. It returns the *Errors of a 422, or ErrBodyNotUTF8 where
 // FastAPI would fail writing the echo (a 500 there; a 400 here).
 func NonJSONBody(body []byte) error {
+	return nonJSONBody(body, nil)
+}
+
+func nonJSONBody(body []byte, path []pending) error {
 	if len(body) == 0 {
-		return missingBody()
+		return missingBody(path...)
 	}
 	if !utf8.Valid(body) {
 		return ErrBodyNotUTF8
 	}
 	var d decoder
-	return d.render([]pending{{typ: typeModelAttrs, msg: msgModelAttrs, in: inText, text: string(body)}})
+	return d.render(append(path, pending{typ: typeModelAttrs, msg: msgModelAttrs, in: inText, text: string(body)}))
+}
+
+// pathInt validates a path parameter as FastAPI validates an int path
+// parameter: pydantic's lax int from the (percent-decoded) path segment.
+// A value outside int64 is UnknownID. Bytes that are not UTF-8 are echoed
+// with U+FFFD in their place.
+func pathInt(name, value string) (int64, []pending) {
+	if !utf8.ValidString(value) {
+		value = strings.ToValidUTF8(value, "\uFFFD")
+	}
+	v, big, errType := strAsInt(value)
+	if errType != "" {
+		return 0, []pending{{root: "path", loc: []locPart{{key: name}}, typ: errType, msg: intMessage(errType), in: inText, text: value}}
+	}
+	if big {
+		return UnknownID, nil
+	}
+	return v, nil
 }

@@ -4,8 +4,12 @@
 Reproduces, with the stdlib json module and pydantic 2 (FastAPI itself is not
 needed), what a FastAPI service answers for the request bodies of
 
-    POST /api/campaigns/send    (CampaignSendRequest)
-    POST /api/automations/send  (AutomationTriggerRequest)
+    POST /api/campaigns/send                     (CampaignSendRequest)
+    POST /api/automations/send                   (AutomationTriggerRequest)
+    POST /api/segments/create                    (SegmentCreateRequest)
+    POST /api/segments/{segment_id}/contacts     (segment_id: int, SegmentContactsRequest)
+    POST /api/batch/send                         (BatchSendRequest)
+    POST /api/{connector}/send                   (ConnectorSendRequest)
 
 and writes testdata/reference.json, which the Go tests replay byte for byte.
 
@@ -19,9 +23,12 @@ fastapi.dependencies.utils.request_body_to_args:
 2. with a JSON content type (or none) the bytes go through json.loads;
    JSONDecodeError -> 422 json_invalid, any other exception -> 400;
    otherwise the raw bytes are the model input;
-3. None -> missing body; else TypeAdapter(Model).validate_python(obj,
-   from_attributes=True), errors with include_url=False and "body" in front
-   of every loc;
+3. path parameters are validated first (TypeAdapter(int) on the decoded
+   path segment, errors at ("path", name)); then None -> missing body, else
+   TypeAdapter(Model).validate_python(obj, from_attributes=True), errors
+   with include_url=False and "body" in front of every loc; path errors come
+   before body errors, as FastAPI's solve_dependencies collects them (a body
+   that fails to parse is answered before the path is looked at);
 4. {"detail": jsonable_encoder(errors)} serialised the way Starlette's
    JSONResponse does it.
 
@@ -52,8 +59,9 @@ from pydantic import (
     StringConstraints,
     TypeAdapter,
     ValidationError,
+    model_validator,
 )
-from pydantic_core import PydanticKnownError, core_schema
+from pydantic_core import PydanticCustomError, PydanticKnownError, core_schema
 
 PHONE_PATTERN = r"^\+?[1-9]\d{6,14}$"
 URL_PATTERN = r"^https?://\S+$"
@@ -92,11 +100,38 @@ ScheduledAt = Annotated[
 ]
 
 
-class CampaignSendRequest(BaseModel):
+class CampaignContactsSendRequest(BaseModel):
+    """The campaign send of spec 4.2, before segments: contacts required."""
+
     campaign_id: int
     contacts: List[Phone] = Field(max_length=1000)
     is_forced: bool = False
     scheduled_at: ScheduledAt = None
+
+
+class CampaignSendRequest(BaseModel):
+    """Spec 4.2 plus segment_id: a campaign goes to contacts or to a segment.
+
+    contacts stays required (the same "missing" item as before, from the
+    model above) unless a segment_id is given; null counts as not given.
+    Both given is one item at ["body"]. A null contacts is still list_type.
+    """
+
+    campaign_id: int
+    contacts: List[Phone] = Field(default=None, max_length=1000)
+    segment_id: Optional[int] = None
+    is_forced: bool = False
+    scheduled_at: ScheduledAt = None
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _contacts_or_segment(cls, data, handler):
+        if isinstance(data, dict) and "contacts" not in data and data.get("segment_id") is None:
+            return CampaignContactsSendRequest.model_validate(data)
+        model = handler(data)
+        if model.contacts is not None and model.segment_id is not None:
+            raise PydanticCustomError("contacts_and_segment", "Give either contacts or segment_id, not both")
+        return model
 
 
 class AutomationTriggerContact(BaseModel):
@@ -117,10 +152,82 @@ class AutomationTriggerRequest(BaseModel):
     url2: Url = None
 
 
+# A segment's name: surrounding white space (Unicode White_Space, as Rust's
+# str::trim) removed, then 1 to 255 characters.
+SegmentName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255)]
+
+
+class SegmentContact(BaseModel):
+    """AutomationTriggerContact without its per-send media overrides, which a
+    segment has no use for (sent anyway, they are ignored as any extra key)."""
+
+    phone: Phone
+    first_name: Name = None
+    last_name: Name = None
+    variables: Optional[Dict[VarKey, VarValue]] = None
+
+
+class SegmentCreateRequest(BaseModel):
+    name: SegmentName
+    contacts: List[SegmentContact] = Field(default=[], max_length=1000)
+
+
+class SegmentContactsRequest(BaseModel):
+    contacts: List[SegmentContact] = Field(max_length=1000)
+
+
+class BatchMessage(BaseModel):
+    phone: Phone
+    campaign_id: Optional[int] = None
+    template_id: Optional[int] = None
+    messaging_account_id: Optional[int] = None
+    first_name: Name = None
+    last_name: Name = None
+    variables: Optional[Dict[VarKey, VarValue]] = None
+    image_url: Url = None
+    video_url: Url = None
+    url: Url = None
+    url2: Url = None
+
+    @model_validator(mode="after")
+    def _one_target(self):
+        if self.campaign_id is not None:
+            if self.template_id is not None or self.messaging_account_id is not None:
+                raise PydanticCustomError(
+                    "batch_message_target", "Give campaign_id, or template_id and messaging_account_id, not both"
+                )
+        elif self.template_id is None or self.messaging_account_id is None:
+            raise PydanticCustomError("batch_message_target", "Give campaign_id, or template_id and messaging_account_id")
+        return self
+
+
+class BatchSendRequest(BaseModel):
+    messages: List[BatchMessage] = Field(max_length=1000)
+    is_forced: bool = False
+    scheduled_at: ScheduledAt = None
+
+
+class ConnectorSendRequest(BaseModel):
+    """AutomationTriggerRequest without automation_id: the connector names the target."""
+
+    contacts: List[AutomationTriggerContact] = Field(max_length=1000)
+    image_url: Url = None
+    video_url: Url = None
+    url: Url = None
+    url2: Url = None
+
+
 ADAPTERS = {
     "campaign": TypeAdapter(CampaignSendRequest),
     "automation": TypeAdapter(AutomationTriggerRequest),
+    "segment_create": TypeAdapter(SegmentCreateRequest),
+    "segment_contacts": TypeAdapter(SegmentContactsRequest),
+    "batch": TypeAdapter(BatchSendRequest),
+    "connector": TypeAdapter(ConnectorSendRequest),
 }
+
+# Path parameters of an endpoint: (name, TypeAdapter).
+PATH_PARAMS = {"segment_contacts": ("segment_id", TypeAdapter(int))}
 
 MISSING_BODY = [{"type": "missing", "loc": ["body"], "msg": "Field required", "input": None}]
 PARSE_ERROR_400 = b'{"detail":"There was an error parsing the body"}'
@@ -215,14 +322,56 @@ def unix_micros(dt):
     return micros
 
 
-def normalise(endpoint, model):
+def _variables(v):
+    return None if v is None else [[k, val] for k, val in v.items()]
+
+
+def _scheduled(v):
+    return None if v is None else unix_micros(v)
+
+
+def normalise(endpoint, model, path_value=None):
     """The decoded request in the shape the Go test compares."""
     if endpoint == "campaign":
         return {
             "campaign_id": model.campaign_id,
-            "contacts": list(model.contacts),
+            "contacts": None if getattr(model, "contacts", None) is None else list(model.contacts),
+            "segment_id": getattr(model, "segment_id", None),
             "is_forced": model.is_forced,
-            "scheduled_at_unix_us": None if model.scheduled_at is None else unix_micros(model.scheduled_at),
+            "scheduled_at_unix_us": _scheduled(model.scheduled_at),
+        }
+    if endpoint in ("segment_create", "segment_contacts"):
+        out = {
+            "contacts": [
+                {"phone": c.phone, "first_name": c.first_name, "last_name": c.last_name, "variables": _variables(c.variables)}
+                for c in model.contacts
+            ]
+        }
+        if endpoint == "segment_create":
+            out["name"] = model.name
+        else:
+            out["segment_id"] = path_value
+        return out
+    if endpoint == "batch":
+        return {
+            "messages": [
+                {
+                    "phone": m.phone,
+                    "campaign_id": m.campaign_id,
+                    "template_id": m.template_id,
+                    "messaging_account_id": m.messaging_account_id,
+                    "first_name": m.first_name,
+                    "last_name": m.last_name,
+                    "variables": _variables(m.variables),
+                    "image_url": m.image_url,
+                    "video_url": m.video_url,
+                    "url": m.url,
+                    "url2": m.url2,
+                }
+                for m in model.messages
+            ],
+            "is_forced": model.is_forced,
+            "scheduled_at_unix_us": _scheduled(model.scheduled_at),
         }
     contacts = []
     for c in model.contacts:
@@ -233,23 +382,37 @@ def normalise(endpoint, model):
                 "last_name": c.last_name,
                 "image_url": c.image_url,
                 "video_url": c.video_url,
-                "variables": None if c.variables is None else [[k, v] for k, v in c.variables.items()],
+                "variables": _variables(c.variables),
             }
         )
-    return {
-        "automation_id": model.automation_id,
+    out = {
         "contacts": contacts,
         "image_url": model.image_url,
         "video_url": model.video_url,
         "url": model.url,
         "url2": model.url2,
     }
+    if endpoint == "automation":
+        out["automation_id"] = model.automation_id
+    return out
 
 
-def outcome(endpoint, body, content_type="application/json"):
+def path_errors(endpoint, path):
+    """Errors of the endpoint's path parameter, and its validated value."""
+    if endpoint not in PATH_PARAMS:
+        return [], None
+    name, adapter = PATH_PARAMS[endpoint]
+    try:
+        return [], adapter.validate_python(path)
+    except ValidationError as exc:
+        return [{**err, "loc": ("path", name) + tuple(err["loc"])} for err in exc.errors(include_url=False)], None
+
+
+def outcome(endpoint, body, content_type="application/json", path=None):
     """What the service answers: {"status": 422|400, "body": ...} or {"status": 200, "value": ...}."""
+    perrors, path_value = path_errors(endpoint, path)
     if not body:
-        return {"status": 422, "body": render({"detail": MISSING_BODY}).decode()}
+        return {"status": 422, "body": render({"detail": jsonable(perrors) + MISSING_BODY}).decode()}
     if is_json_content_type(content_type):
         text = decoded_text(body)
         if text is None:
@@ -281,13 +444,15 @@ def outcome(endpoint, body, content_type="application/json"):
             # 500); the gateway answers the 400 of an undecodable body.
             return {"status": 400, "body": PARSE_ERROR_400.decode()}
     if obj is None:
-        return {"status": 422, "body": render({"detail": MISSING_BODY}).decode()}
+        return {"status": 422, "body": render({"detail": jsonable(perrors) + MISSING_BODY}).decode()}
     try:
         model = ADAPTERS[endpoint].validate_python(obj, from_attributes=True)
     except ValidationError as exc:
         errors = [{**err, "loc": ("body",) + tuple(err["loc"])} for err in exc.errors(include_url=False)]
-        return {"status": 422, "body": render({"detail": jsonable(errors)}).decode()}
-    return {"status": 200, "value": normalise(endpoint, model)}
+        return {"status": 422, "body": render({"detail": jsonable(perrors + errors)}).decode()}
+    if perrors:
+        return {"status": 422, "body": render({"detail": jsonable(perrors)}).decode()}
+    return {"status": 200, "value": normalise(endpoint, model, path_value)}
 
 
 # ---------------------------------------------------------------- the cases
@@ -295,12 +460,14 @@ def outcome(endpoint, body, content_type="application/json"):
 CASES = []
 
 
-def case(name, endpoint, body, content_type="application/json"):
+def case(name, endpoint, body, content_type="application/json", path=None):
     if isinstance(body, str):
         body = body.encode("utf-8", "surrogatepass")
     elif not isinstance(body, bytes):
         body = json.dumps(body, ensure_ascii=False, allow_nan=True).encode("utf-8", "surrogatepass")
-    CASES.append((name, endpoint, body, content_type))
+    if endpoint in PATH_PARAMS and path is None:
+        path = "7"
+    CASES.append((name, endpoint, body, content_type, path))
 
 
 def phones(n, start=393330000000):
@@ -601,22 +768,144 @@ def automation_cases():
     case("automation/content-type/form", a, "automation_id=1&contacts=x", "application/x-www-form-urlencoded")
 
 
+def segment_campaign_cases():
+    c = "campaign"
+    case("campaign/segment/ok", c, {"campaign_id": 1, "segment_id": 5})
+    case("campaign/segment/ok-str-id-forced-scheduled", c, {"campaign_id": 1, "segment_id": "5", "is_forced": True, "scheduled_at": "2030-01-02T03:04:05Z"})
+    case("campaign/segment/ok-big-id", c, {"campaign_id": 1, "segment_id": 2**64})
+    case("campaign/segment/both", c, {"campaign_id": 1, "contacts": ["+1234567"], "segment_id": 5})
+    case("campaign/segment/both-empty-contacts", c, {"campaign_id": 1, "contacts": [], "segment_id": 5})
+    case("campaign/segment/both-other-errors-first", c, {"campaign_id": "x", "contacts": ["+1234567"], "segment_id": 5})
+    case("campaign/segment/both-invalid-contact", c, {"campaign_id": 1, "contacts": ["1"], "segment_id": 5})
+    case("campaign/segment/neither-null-segment", c, {"campaign_id": 1, "segment_id": None})
+    case("campaign/segment/contacts-null-segment", c, {"campaign_id": 1, "contacts": ["+1234567"], "segment_id": None})
+    case("campaign/segment/contacts-null-with-segment", c, {"campaign_id": 1, "contacts": None, "segment_id": 5})
+    case("campaign/segment/bad-id", c, {"campaign_id": 1, "segment_id": "five"})
+    case("campaign/segment/bad-id-float", c, {"campaign_id": 1, "segment_id": 5.5})
+    case("campaign/segment/bad-id-list", c, {"campaign_id": 1, "segment_id": [5]})
+    case("campaign/segment/missing-campaign", c, {"segment_id": 5})
+    case("campaign/segment/duplicate-key-null-last", c, '{"campaign_id":1,"segment_id":5,"segment_id":null}')
+    case("campaign/segment/escaped-key", c, '{"campaign_id":1,"segment\\u005fid":5}')
+    case("campaign/segment/echo-everything", c, '{"campaign_id":1,"contacts":["+1234567"],"segment_id":5,"x":[1.0,NaN,"\\ud800"]}')
+
+
+def segment_cases():
+    s, sc = "segment_create", "segment_contacts"
+    contact = {"phone": "+393331234567", "first_name": "Ana", "variables": {"tier": "gold"}}
+    case("segment_create/valid/name-only", s, {"name": "VIP"})
+    case("segment_create/valid/with-contacts", s, {"name": "VIP", "contacts": [contact, {"phone": "14155550100"}]})
+    case("segment_create/valid/trimmed", s, {"name": " \t VIP customers \n\u00a0\u2003"})
+    case("segment_create/valid/255", s, {"name": "n" * 255})
+    case("segment_create/valid/255-after-trim", s, {"name": "  " + "n" * 255 + "  "})
+    case("segment_create/valid/255-astral", s, {"name": "\U0001F600" * 255})
+    case("segment_create/valid/inner-spaces-kept", s, {"name": "a  b"})
+    case("segment_create/valid/control-chars-not-trimmed", s, {"name": "\x1ca\x1f"})
+    case("segment_create/valid/zero-width-space-not-trimmed", s, {"name": "\u200b"})
+    case("segment_create/valid/media-fields-ignored", s, {"name": "x", "contacts": [dict(contact, image_url="not a url", video_url=5)]})
+    case("segment_create/valid/1000-contacts", s, {"name": "big", "contacts": [{"phone": p} for p in phones(1000)]})
+    case("segment_create/valid/contacts-empty", s, {"name": "x", "contacts": []})
+    case("segment_create/name/empty", s, {"name": ""})
+    case("segment_create/name/blank", s, {"name": " \t\n\u3000"})
+    case("segment_create/name/256", s, {"name": "n" * 256})
+    case("segment_create/name/256-multibyte", s, {"name": "\u00e9" * 256})
+    case("segment_create/name/null", s, {"name": None})
+    case("segment_create/name/int", s, {"name": 5})
+    case("segment_create/name/lone-surrogate", s, '{"name":"a\\ud800"}')
+    case("segment_create/name/missing", s, {"contacts": []})
+    case("segment_create/contacts/null", s, {"name": "x", "contacts": None})
+    case("segment_create/contacts/1001", s, {"name": "x", "contacts": [{"phone": p} for p in phones(1001)]})
+    case("segment_create/contacts/bad-items", s, {"name": "", "contacts": [{"phone": "1"}, "x", {"first_name": "a" * 256}, dict(contact, variables={"k" * 101: "v"})]})
+    case("segment_create/body/array", s, [{"name": "x"}])
+    case("segment_create/body/empty", s, b"")
+    case("segment_create/malformed/truncated", s, '{"name":"x"')
+
+    case("segment_contacts/valid/one", sc, {"contacts": [contact]})
+    case("segment_contacts/valid/empty", sc, {"contacts": []})
+    case("segment_contacts/valid/1000", sc, {"contacts": [{"phone": p} for p in phones(1000)]})
+    for label, p in [("spaces", " 12 "), ("plus", "+12"), ("underscore", "1_2"), ("zero-frac", "12.0"), ("big", "99999999999999999999999"), ("negative", "-3"), ("zero", "0")]:
+        case("segment_contacts/path/ok-%s" % label, sc, {"contacts": []}, path=p)
+    for label, p in [("word", "abc"), ("empty", ""), ("fraction", "12.5"), ("hex", "0x10"), ("exp", "1e3"), ("unicode", "\u0661"), ("4301-digits", "9" * 4301), ("space-inside", "1 2")]:
+        case("segment_contacts/path/bad-%s" % label, sc, {"contacts": []}, path=p)
+    case("segment_contacts/path/bad-with-body-errors", sc, {"contacts": [{"phone": "1"}]}, path="x")
+    case("segment_contacts/path/bad-with-missing-body", sc, b"", path="x")
+    case("segment_contacts/path/bad-with-null-body", sc, "null", path="x")
+    case("segment_contacts/path/bad-with-malformed-body", sc, "{", path="x")
+    case("segment_contacts/path/bad-with-non-json", sc, "contacts=x", "text/plain", path="x")
+    case("segment_contacts/path/bad-with-valid-body", sc, {"contacts": []}, path="seven")
+    case("segment_contacts/contacts/missing", sc, {})
+    case("segment_contacts/contacts/1001", sc, {"contacts": [{"phone": p} for p in phones(1001)]})
+    case("segment_contacts/contacts/not-a-list", sc, {"contacts": {"phone": "+1234567"}})
+
+
+def batch_cases():
+    b = "batch"
+    by_campaign = {"phone": "+393331234567", "campaign_id": 3}
+    by_template = {"phone": "+14155550100", "template_id": 4, "messaging_account_id": 2}
+    full = dict(by_campaign, first_name="Ana", last_name="Lima", variables={"order": "A-1"}, image_url="https://x.io/i.png",
+                video_url="https://x.io/v.mp4", url="https://x.io/1", url2="http://x.io/2")
+    case("batch/valid/campaign", b, {"messages": [by_campaign]})
+    case("batch/valid/template", b, {"messages": [by_template]})
+    case("batch/valid/full-forced-scheduled", b, {"messages": [full, by_template], "is_forced": True, "scheduled_at": "2030-01-02T03:04:05+01:00"})
+    case("batch/valid/empty", b, {"messages": []})
+    case("batch/valid/nulls-as-absent", b, {"messages": [dict(by_campaign, template_id=None, messaging_account_id=None, first_name=None, variables=None, url=None)]})
+    case("batch/valid/duplicate-phones-kept", b, {"messages": [by_campaign, by_campaign]})
+    case("batch/valid/1000", b, {"messages": [{"phone": p, "campaign_id": 1} for p in phones(1000)]})
+    case("batch/valid/str-ids", b, {"messages": [{"phone": "+1234567", "template_id": "4", "messaging_account_id": 2.0}]})
+    case("batch/valid/big-ids", b, {"messages": [{"phone": "+1234567", "campaign_id": 2**64}]})
+    case("batch/target/none", b, {"messages": [{"phone": "+1234567"}]})
+    case("batch/target/template-only", b, {"messages": [{"phone": "+1234567", "template_id": 4}]})
+    case("batch/target/account-only", b, {"messages": [{"phone": "+1234567", "messaging_account_id": 2}]})
+    case("batch/target/campaign-and-template", b, {"messages": [{"phone": "+1234567", "campaign_id": 1, "template_id": 4}]})
+    case("batch/target/campaign-and-account", b, {"messages": [{"phone": "+1234567", "campaign_id": 1, "messaging_account_id": 2}]})
+    case("batch/target/all-three", b, {"messages": [dict(by_template, campaign_id=1)]})
+    case("batch/target/several-items", b, {"messages": [by_campaign, {"phone": "+1234567"}, by_template, {"phone": "+1234568", "template_id": 1}]})
+    case("batch/target/field-errors-first", b, {"messages": [{"phone": "1"}, {"phone": "+1234567", "campaign_id": "x"}]})
+    case("batch/target/with-request-errors", b, {"messages": [{"phone": "+1234567"}], "is_forced": "maybe"})
+    case("batch/fields/bad", b, {"messages": [dict(full, first_name="a" * 256, variables={"k": "v" * 4097}, url="ftp://x", url2=5, image_url="http://a b")]})
+    case("batch/messages/1001", b, {"messages": [{"phone": p, "campaign_id": 1} for p in phones(1001)]})
+    case("batch/messages/missing", b, {"is_forced": True})
+    case("batch/messages/not-a-list", b, {"messages": by_campaign})
+    case("batch/messages/items-not-objects", b, {"messages": ["+1234567", None, 1]})
+    case("batch/scheduled_at/bad", b, {"messages": [], "scheduled_at": "tomorrow"})
+    case("batch/body/empty", b, b"")
+    case("batch/content-type/text", b, json.dumps({"messages": []}), "text/plain")
+
+
+def connector_cases():
+    c = "connector"
+    contact = {"phone": "+393331234567", "first_name": "Ana", "variables": {"order_id": "A-1"}}
+    case("connector/valid/minimal", c, {"contacts": [{"phone": "+393331234567"}]})
+    case("connector/valid/full", c, {"contacts": [dict(contact, image_url="https://x.io/i.png")], "image_url": "https://x.io/a.png", "url": "https://x.io/1", "url2": None})
+    case("connector/valid/automation-id-ignored", c, {"automation_id": "not even an int", "contacts": []})
+    case("connector/valid/1000", c, {"contacts": [{"phone": p} for p in phones(1000)]})
+    case("connector/contacts/missing", c, {})
+    case("connector/contacts/1001", c, {"contacts": [{"phone": p} for p in phones(1001)]})
+    case("connector/contacts/bad", c, {"contacts": [{"phone": "1", "first_name": 5}, dict(contact, video_url="ftp://x")], "url": "nope"})
+    case("connector/body/null", c, "null")
+
+
 def build_cases():
     campaign_cases()
+    segment_campaign_cases()
     automation_cases()
+    segment_cases()
+    batch_cases()
+    connector_cases()
     names = [c[0] for c in CASES]
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:
         raise SystemExit("duplicate case names: %s" % sorted(dupes))
 
 
-def encode_case(name, endpoint, body, content_type):
+def encode_case(name, endpoint, body, content_type, path):
     out = {"name": name, "endpoint": endpoint, "content_type": content_type}
+    if path is not None:
+        out["path"] = path
     try:
         out["body"] = body.decode("utf-8")
     except UnicodeDecodeError:
         out["body_b64"] = base64.b64encode(body).decode()
-    out["expect"] = outcome(endpoint, body, content_type)
+    out["expect"] = outcome(endpoint, body, content_type, path)
     return out
 
 
@@ -634,11 +923,11 @@ def main():
     # few frames per level, more than Python's default limit allows.
     sys.setrecursionlimit(20000)
     if sys.argv[1:] == ["--eval"]:
-        # One request per line: {"endpoint", "body_b64", "content_type"}.
+        # One request per line: {"endpoint", "body_b64", "content_type", "path"}.
         for line in sys.stdin:
             req = json.loads(line)
             body = base64.b64decode(req["body_b64"])
-            res = outcome(req["endpoint"], body, req.get("content_type", "application/json"))
+            res = outcome(req["endpoint"], body, req.get("content_type", "application/json"), req.get("path"))
             sys.stdout.write(json.dumps(res, ensure_ascii=True) + "\n")
             sys.stdout.flush()
         return
