@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
@@ -124,11 +125,15 @@ func (c *Compose) OneShot(name string) bool {
 //   - each value that names a host names a service of the file, which the
 //     service depends on (service_healthy when that one has a healthcheck);
 //   - a required variable without a default is set;
+//   - it waits (service_completed_successfully) for every one-shot service
+//     that uses a server it uses, as everything waits for migrate;
 //   - a long-running service publishes or exposes exactly the port of its
 //     listen address (PARLEY_<FOLDER>_ADDR, from the environment or its
 //     default), and its image EXPOSEs it;
 //   - its healthcheck runs HealthcheckBinary, which its image holds, on that
 //     port and a path the service's ops.Probe answers;
+//   - its stop_grace_period covers PARLEY_DRAIN_DELAY (when cfg reads it)
+//     plus ops.Server's shutdown timeout;
 //   - a one-shot service (see OneShot) publishes nothing and never restarts.
 func (c *Compose) CheckService(name string, cfg any) []error {
 	var errs []error
@@ -170,6 +175,8 @@ func (c *Compose) CheckService(name string, cfg any) []error {
 		}
 		c.checkHost(&errs, svc, v, value, set)
 	}
+
+	c.checkWaitsForOneShots(&errs, svc, vars)
 
 	if c.OneShot(name) {
 		if len(svc.Ports) > 0 || len(svc.Expose) > 0 {
@@ -217,6 +224,23 @@ func (c *Compose) CheckService(name string, cfg any) []error {
 		if e != port {
 			fail("exposes port %s, but it listens on %s (%s)", e, port, lv.Name)
 		}
+	}
+
+	drain, err := drainDelay(byName, func(v Var) (string, bool) {
+		if val, set := svc.Environment[v.Name]; set && val != nil {
+			return *val, true
+		}
+		return v.Default, false
+	})
+	if err != nil {
+		fail("%v", err)
+	}
+	grace := 10 * time.Second // compose's default
+	if svc.StopGracePeriod != nil {
+		grace = time.Duration(*svc.StopGracePeriod)
+	}
+	if shutdown := shutdownTimeout(); grace < drain+shutdown {
+		fail("stop_grace_period %v is shorter than PARLEY_DRAIN_DELAY %v plus the shutdown timeout %v: docker would kill it mid-drain", grace, drain, shutdown)
 	}
 
 	df, err := c.Dockerfile(svc)
@@ -290,6 +314,57 @@ func (c *Compose) checkHost(errs *[]error, svc types.ServiceConfig, v Var, value
 			fail("%s points at %q, which it does not depend_on", v.Name, host)
 		case target.HealthCheck != nil && !target.HealthCheck.Disable && dep.Condition != types.ServiceConditionHealthy:
 			fail("depends on %q with condition %q; it has a healthcheck, so wait for %s", host, dep.Condition, types.ServiceConditionHealthy)
+		}
+	}
+}
+
+// pointsAt lists the services of the file that the variables' values
+// (or defaults) name.
+func (c *Compose) pointsAt(svc types.ServiceConfig, vars []Var) map[string]bool {
+	hosts := map[string]bool{}
+	add := func(value string) {
+		if h, ok := hostOf(value); ok && h != svc.Name {
+			if _, isService := c.Project.Services[h]; isService {
+				hosts[h] = true
+			}
+		}
+	}
+	if vars == nil {
+		for _, v := range svc.Environment {
+			if v != nil {
+				add(*v)
+			}
+		}
+		return hosts
+	}
+	for _, v := range vars {
+		if val, set := svc.Environment[v.Name]; set && val != nil {
+			add(*val)
+		} else if !set {
+			add(v.Default)
+		}
+	}
+	return hosts
+}
+
+// checkWaitsForOneShots wants a service to wait for every one-shot service
+// (migrate) that prepares a server it uses: starting against a schema that
+// is not there yet fails.
+func (c *Compose) checkWaitsForOneShots(errs *[]error, svc types.ServiceConfig, vars []Var) {
+	uses := c.pointsAt(svc, vars)
+	for _, name := range sortedKeys(c.Project.Services) {
+		if name == svc.Name || !c.OneShot(name) {
+			continue
+		}
+		for h := range c.pointsAt(c.Project.Services[name], nil) {
+			if !uses[h] {
+				continue
+			}
+			if d, ok := svc.DependsOn[name]; !ok || d.Condition != types.ServiceConditionCompletedSuccessfully {
+				*errs = append(*errs, fmt.Errorf("compose service %q: uses %s, which %s prepares: depend on %s with condition %s",
+					svc.Name, h, name, name, types.ServiceConditionCompletedSuccessfully))
+			}
+			break
 		}
 	}
 }

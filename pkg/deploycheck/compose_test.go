@@ -51,6 +51,7 @@ func TestCheckService(t *testing.T) {
 		{"dependency-mistakes", widgetConfig{}, []string{
 			`depends on "postgres" with condition "service_started"`,
 			`PARLEY_REDIS_ADDR points at "redis", which it does not depend_on`,
+			"uses postgres, which once prepares: depend on once with condition service_completed_successfully",
 		}},
 		{"port-mistakes", widgetConfig{}, []string{
 			"publishes container port 8080, but it listens on 8081 (PARLEY_WIDGET_ADDR)",
@@ -65,12 +66,16 @@ func TestCheckService(t *testing.T) {
 			`healthcheck ["CMD-SHELL" "curl -f http://127.0.0.1:8080/readyz"]: want [CMD /usr/local/bin/healthcheck`,
 		}},
 		{"no-healthcheck", widgetConfig{}, []string{"has no healthcheck"}},
+		{"short-grace", widgetConfig{}, []string{
+			"stop_grace_period 30s is shorter than PARLEY_DRAIN_DELAY 15s plus the shutdown timeout 20s",
+		}},
 		{"gadget", widgetConfig{}, []string{
 			`the Dockerfile stage "gadget" does not EXPOSE 8080`,
 			`the Dockerfile stage "gadget" does not install /usr/local/bin/healthcheck`,
 		}},
 		{"no-build", widgetConfig{}, []string{
 			"has no build target",
+			"uses postgres, which once prepares",
 			`PARLEY_POSTGRES_URL points at "postgres", which it does not depend_on`,
 			`PARLEY_REDIS_ADDR points at "redis", which it does not depend_on`,
 		}},

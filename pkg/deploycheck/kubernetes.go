@@ -388,13 +388,10 @@ func (k *Kubernetes) CheckWorkload(name string, cfg any) []error {
 		}
 	}
 
-	shutdown := ops.NewServer("", nil).ShutdownTimeout
-	var drain time.Duration
-	if dv, ok := byName["PARLEY_DRAIN_DELAY"]; ok {
-		val, _ := value(dv)
-		if drain, err = time.ParseDuration(val); err != nil {
-			fail("PARLEY_DRAIN_DELAY %q: %v", val, err)
-		}
+	shutdown := shutdownTimeout()
+	drain, err := drainDelay(byName, value)
+	if err != nil {
+		fail("%v", err)
 	}
 	grace := 30 * time.Second // the Kubernetes default
 	if g := pod.TerminationGracePeriodSeconds; g != nil {
@@ -407,3 +404,21 @@ func (k *Kubernetes) CheckWorkload(name string, cfg any) []error {
 }
 
 func isTrue(b *bool) bool { return b != nil && *b }
+
+// shutdownTimeout is how long ops.Server lets in-flight requests finish.
+func shutdownTimeout() time.Duration { return ops.NewServer("", nil).ShutdownTimeout }
+
+// drainDelay is the PARLEY_DRAIN_DELAY a service runs with, zero when its
+// configuration has none.
+func drainDelay(byName map[string]Var, value func(Var) (string, bool)) (time.Duration, error) {
+	v, ok := byName["PARLEY_DRAIN_DELAY"]
+	if !ok {
+		return 0, nil
+	}
+	val, _ := value(v)
+	d, err := time.ParseDuration(val)
+	if err != nil {
+		return 0, fmt.Errorf("PARLEY_DRAIN_DELAY %q: %w", val, err)
+	}
+	return d, nil
+}
