@@ -69,15 +69,16 @@ func (c Config) AutomationFilter() string { return c.Prefix + ".automation.*" }
 func (c Config) InvalidationSubject() string { return c.Prefix + ".events.invalidate" }
 
 // Connect opens a connection that keeps reconnecting for as long as the
-// process lives.
-func Connect(cfg Config, name string) (*nats.Conn, error) {
-	nc, err := nats.Connect(cfg.URL,
+// process lives. extra options are applied after Parley's defaults.
+func Connect(cfg Config, name string, extra ...nats.Option) (*nats.Conn, error) {
+	opts := append([]nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
-		nats.Timeout(5*time.Second),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.Timeout(5 * time.Second),
 		nats.RetryOnFailedConnect(false),
-	)
+	}, extra...)
+	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect nats %s: %w", cfg.URL, err)
 	}

@@ -20,6 +20,23 @@ type Config struct {
 	Addr string `env:"PARLEY_GATEWAY_ADDR" envDefault:":8080"`
 	// DrainDelay is how long /readyz reports 503 before the listener closes.
 	DrainDelay time.Duration `env:"PARLEY_DRAIN_DELAY" envDefault:"0s"`
+	// MaxBodyBytes is the largest request body accepted; larger ones get 413.
+	// 1 MiB holds 1000 automation contacts with generous variables.
+	MaxBodyBytes int64 `env:"PARLEY_GATEWAY_MAX_BODY_BYTES" envDefault:"1048576"`
+	// AccessLog logs one line per request; errors are logged regardless.
+	AccessLog bool `env:"PARLEY_GATEWAY_ACCESS_LOG" envDefault:"true"`
+	// CacheTTL bounds how long a key, campaign or automation lookup is
+	// trusted when a change broadcast is lost.
+	CacheTTL time.Duration `env:"PARLEY_GATEWAY_CACHE_TTL" envDefault:"5s"`
+	// CacheStaleIfError is how much longer a cached entry serves while
+	// PostgreSQL cannot be reached.
+	CacheStaleIfError time.Duration `env:"PARLEY_GATEWAY_CACHE_STALE_IF_ERROR" envDefault:"60s"`
+	// PublishTimeout bounds the wait for JetStream's acknowledgement.
+	PublishTimeout time.Duration `env:"PARLEY_GATEWAY_PUBLISH_TIMEOUT" envDefault:"2s"`
+	// PublishMaxPending caps unacknowledged asynchronous publishes.
+	PublishMaxPending int `env:"PARLEY_GATEWAY_PUBLISH_MAX_PENDING" envDefault:"4096"`
+	// IdempotencyRetention is how long an Idempotency-Key replays its 202.
+	IdempotencyRetention time.Duration `env:"PARLEY_GATEWAY_IDEMPOTENCY_RETENTION" envDefault:"24h"`
 
 	Log      ops.LogConfig
 	Postgres store.Config
@@ -47,6 +64,24 @@ func (c Config) Validate() error {
 	}
 	if c.DrainDelay < 0 {
 		errs = append(errs, errors.New("PARLEY_DRAIN_DELAY must not be negative"))
+	}
+	if c.MaxBodyBytes < 1024 {
+		errs = append(errs, errors.New("PARLEY_GATEWAY_MAX_BODY_BYTES must be at least 1024"))
+	}
+	if c.CacheTTL <= 0 {
+		errs = append(errs, errors.New("PARLEY_GATEWAY_CACHE_TTL must be positive"))
+	}
+	if c.CacheStaleIfError < 0 {
+		errs = append(errs, errors.New("PARLEY_GATEWAY_CACHE_STALE_IF_ERROR must not be negative"))
+	}
+	if c.PublishTimeout <= 0 {
+		errs = append(errs, errors.New("PARLEY_GATEWAY_PUBLISH_TIMEOUT must be positive"))
+	}
+	if c.PublishMaxPending < 1 {
+		errs = append(errs, errors.New("PARLEY_GATEWAY_PUBLISH_MAX_PENDING must be at least 1"))
+	}
+	if c.IdempotencyRetention < time.Minute {
+		errs = append(errs, errors.New("PARLEY_GATEWAY_IDEMPOTENCY_RETENTION must be at least 1m"))
 	}
 	return errors.Join(append(errs, c.Log.Validate(), c.Postgres.Validate(), c.Redis.Validate(), c.NATS.Validate())...)
 }

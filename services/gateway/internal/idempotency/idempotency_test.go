@@ -1,0 +1,109 @@
+package idempotency_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/parleyhq/parley/services/gateway/internal/idempotency"
+)
+
+func newStore(t *testing.T) *idempotency.Store {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	t.Cleanup(func() { _ = rdb.Close() })
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	prefix := "test:" + hex.EncodeToString(b) + ":"
+	t.Cleanup(func() {
+		ctx := context.Background()
+		keys, _ := rdb.Keys(ctx, prefix+"*").Result()
+		if len(keys) > 0 {
+			rdb.Del(ctx, keys...)
+		}
+	})
+	return idempotency.New(rdb, prefix, time.Hour, time.Minute)
+}
+
+func TestIdempotencyDecisions(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	fp := idempotency.Fingerprint([]byte(`{"a":1}`))
+	other := idempotency.Fingerprint([]byte(`{"a":2}`))
+
+	d, _, claim, err := s.Begin(ctx, 1, "campaigns_send", "k1", fp)
+	if err != nil || d != idempotency.Proceed || claim == nil || claim.BatchID != "" {
+		t.Fatalf("first: %v %v %+v", d, err, claim)
+	}
+	if d, _, _, _ := s.Begin(ctx, 1, "campaigns_send", "k1", fp); d != idempotency.Busy {
+		t.Fatalf("duplicate in flight: %v, want Busy", d)
+	}
+	if d, _, _, _ := s.Begin(ctx, 1, "campaigns_send", "k1", other); d != idempotency.Mismatch {
+		t.Fatalf("other body in flight: %v, want Mismatch", d)
+	}
+	if err := s.Complete(ctx, claim, "b-1", 3); err != nil {
+		t.Fatal(err)
+	}
+	d, rec, _, _ := s.Begin(ctx, 1, "campaigns_send", "k1", fp)
+	if d != idempotency.Replay || rec.BatchID != "b-1" || rec.Contacts != 3 {
+		t.Fatalf("after complete: %v %+v", d, rec)
+	}
+	if d, _, _, _ := s.Begin(ctx, 1, "campaigns_send", "k1", other); d != idempotency.Mismatch {
+		t.Fatalf("other body after complete: %v", d)
+	}
+	// Keys are per company and per endpoint.
+	if d, _, _, _ := s.Begin(ctx, 2, "campaigns_send", "k1", fp); d != idempotency.Proceed {
+		t.Fatalf("another company: %v", d)
+	}
+	if d, _, _, _ := s.Begin(ctx, 1, "automations_send", "k1", fp); d != idempotency.Proceed {
+		t.Fatalf("another endpoint: %v", d)
+	}
+}
+
+func TestReleaseAndDoubt(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	fp := idempotency.Fingerprint([]byte(`x`))
+
+	_, _, c1, _ := s.Begin(ctx, 1, "r", "k", fp)
+	if err := s.Release(ctx, c1); err != nil {
+		t.Fatal(err)
+	}
+	d, _, c2, _ := s.Begin(ctx, 1, "r", "k", fp)
+	if d != idempotency.Proceed {
+		t.Fatalf("after release: %v", d)
+	}
+	// A stale claim cannot settle a key another request now holds.
+	if err := s.Complete(ctx, c1, "stale", 1); err != nil {
+		t.Fatal(err)
+	}
+	if d, _, _, _ := s.Begin(ctx, 1, "r", "k", fp); d != idempotency.Busy {
+		t.Fatalf("stale claim overwrote the record: %v", d)
+	}
+	// A doubtful hand-off keeps its batch id for the retry.
+	if err := s.Doubt(ctx, c2, "b-doubt"); err != nil {
+		t.Fatal(err)
+	}
+	d, _, c3, _ := s.Begin(ctx, 1, "r", "k", fp)
+	if d != idempotency.Proceed || c3.BatchID != "b-doubt" {
+		t.Fatalf("resume after doubt: %v %+v", d, c3)
+	}
+	if d, _, _, _ := s.Begin(ctx, 1, "r", "k", idempotency.Fingerprint([]byte("y"))); d != idempotency.Mismatch {
+		t.Fatalf("other body after doubt: %v", d)
+	}
+}
+
+func TestKeyRules(t *testing.T) {
+	if idempotency.Normalize(`"abc"`) != "abc" || idempotency.Normalize("abc") != "abc" {
+		t.Fatal("Normalize")
+	}
+	for k, ok := range map[string]bool{"": false, "a": true, "with space": false, "é": false, string(make([]byte, 256)): false} {
+		if idempotency.ValidKey(k) != ok {
+			t.Errorf("ValidKey(%q) != %v", k, ok)
+		}
+	}
+}
