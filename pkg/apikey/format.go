@@ -19,6 +19,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"hash/crc32"
+	"io"
 	"strings"
 )
 
@@ -62,12 +63,18 @@ func Parse(full string) (Parsed, error) {
 }
 
 // Generate makes a new key from crypto/rand.
-func Generate() (full string, p Parsed, err error) {
-	keyID, err := randomString(keyIDLen, lowerAlnum)
+func Generate() (full string, p Parsed, err error) { return GenerateFrom(rand.Reader) }
+
+// GenerateFrom makes a key from the bytes of r, which must be uniformly
+// random (crypto/rand) or the output of a key-derivation function: the same
+// bytes give the same key, which is how `parleyctl seed` derives a demo key
+// that it can print again while only its hash is stored.
+func GenerateFrom(r io.Reader) (full string, p Parsed, err error) {
+	keyID, err := randomString(r, keyIDLen, lowerAlnum)
 	if err != nil {
 		return "", Parsed{}, err
 	}
-	random, err := randomString(randomLen, base62)
+	random, err := randomString(r, randomLen, base62)
 	if err != nil {
 		return "", Parsed{}, err
 	}
@@ -106,13 +113,13 @@ func checksum(s string) string {
 	return string(out)
 }
 
-func randomString(n int, alphabet string) (string, error) {
+func randomString(r io.Reader, n int, alphabet string) (string, error) {
 	// Rejection sampling keeps every character uniform.
 	limit := 256 - 256%len(alphabet)
 	out := make([]byte, 0, n)
 	buf := make([]byte, n*2)
 	for len(out) < n {
-		if _, err := rand.Read(buf); err != nil {
+		if _, err := io.ReadFull(r, buf); err != nil {
 			return "", err
 		}
 		for _, b := range buf {

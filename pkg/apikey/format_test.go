@@ -2,6 +2,7 @@ package apikey
 
 import (
 	"errors"
+	mathrand "math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -83,5 +84,33 @@ func TestMaskShowsOnlyHint(t *testing.T) {
 	m := Mask(p.KeyID, Hint(p.Secret))
 	if strings.Contains(m, p.Secret[:randomLen-4]) || !strings.HasSuffix(m, p.Secret[len(p.Secret)-4:]) || !strings.Contains(m, p.KeyID) {
 		t.Fatalf("Mask = %q", m)
+	}
+}
+
+func TestGenerateFromIsDeterministic(t *testing.T) {
+	material := func(seed byte) *mathrand.ChaCha8 { return mathrand.NewChaCha8([32]byte{seed}) }
+	a, pa, err := GenerateFrom(material(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := GenerateFrom(material(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Fatalf("same material gave %q and %q", a, b)
+	}
+	if got, err := Parse(a); err != nil || got != pa {
+		t.Fatalf("Parse(%q) = %+v, %v; want %+v", a, got, err, pa)
+	}
+	c, _, err := GenerateFrom(material(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c == a {
+		t.Fatal("different material gave the same key")
+	}
+	if _, _, err := GenerateFrom(strings.NewReader("too short")); err == nil {
+		t.Fatal("GenerateFrom accepted material that ran out")
 	}
 }

@@ -2,8 +2,10 @@ package apikey
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -111,11 +113,19 @@ func scanKey(row pgx.Row) (Key, error) {
 // Create makes the company's first active key and returns its full value,
 // which is never available again.
 func (s *Store) Create(ctx context.Context, companyID int64, actor Actor) (string, Key, error) {
+	return s.CreateFrom(ctx, companyID, rand.Reader, actor)
+}
+
+// CreateFrom is Create with the key made by GenerateFrom(material): the same
+// material gives the same key. Only `parleyctl seed` uses it, with material
+// derived from the installation's secret; the key id is unique, so the same
+// material cannot make a second key.
+func (s *Store) CreateFrom(ctx context.Context, companyID int64, material io.Reader, actor Actor) (string, Key, error) {
 	var full string
 	var key Key
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		full, key, err = s.insertActive(ctx, tx, companyID, actor)
+		full, key, err = s.insertActive(ctx, tx, companyID, material, actor)
 		if err != nil {
 			return err
 		}
@@ -147,7 +157,7 @@ func (s *Store) Rotate(ctx context.Context, companyID int64, actor Actor) (full 
 		if err != nil {
 			return err
 		}
-		if full, created, err = s.insertActive(ctx, tx, companyID, actor); err != nil {
+		if full, created, err = s.insertActive(ctx, tx, companyID, rand.Reader, actor); err != nil {
 			return err
 		}
 		return s.audit(ctx, tx, created, "rotate", actor)
@@ -257,8 +267,8 @@ func (s *Store) TouchLastUsed(ctx context.Context, used map[string]time.Time) er
 	return nil
 }
 
-func (s *Store) insertActive(ctx context.Context, tx pgx.Tx, companyID int64, actor Actor) (string, Key, error) {
-	full, p, err := Generate()
+func (s *Store) insertActive(ctx context.Context, tx pgx.Tx, companyID int64, material io.Reader, actor Actor) (string, Key, error) {
+	full, p, err := GenerateFrom(material)
 	if err != nil {
 		return "", Key{}, fmt.Errorf("generate key: %w", err)
 	}

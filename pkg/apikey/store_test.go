@@ -3,6 +3,7 @@ package apikey_test
 import (
 	"context"
 	"errors"
+	mathrand "math/rand/v2"
 	"testing"
 	"time"
 
@@ -103,5 +104,50 @@ func TestLifecycle(t *testing.T) {
 	got, _ := s.Lookup(ctx, k1.KeyID)
 	if got.LastUsedAt == nil || !got.LastUsedAt.Equal(used) {
 		t.Fatalf("last_used_at = %v, want %v", got.LastUsedAt, used)
+	}
+}
+
+func TestCreateFromMaterial(t *testing.T) {
+	ctx := context.Background()
+	_, pool := storetest.NewDatabase(t)
+	var acme, globex int64
+	if err := pool.QueryRow(ctx, `INSERT INTO companies (slug, name) VALUES ('acme', 'Acme') RETURNING id`).Scan(&acme); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `INSERT INTO companies (slug, name) VALUES ('globex', 'Globex') RETURNING id`).Scan(&globex); err != nil {
+		t.Fatal(err)
+	}
+	s := apikey.NewStore(pool, nil)
+	ops := apikey.Actor{Label: "parleyctl"}
+	material := func() *mathrand.ChaCha8 { return mathrand.NewChaCha8([32]byte{7}) }
+
+	want, _, err := apikey.GenerateFrom(material())
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, k, err := s.CreateFrom(ctx, acme, material(), ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full != want {
+		t.Fatalf("stored key %q, GenerateFrom gave %q", full, want)
+	}
+	p, _ := apikey.Parse(full)
+	if k.State != apikey.StateActive || k.KeyID != p.KeyID || !apikey.SecretMatches(p.Secret, k.SecretHash) {
+		t.Fatalf("row %+v does not match key %q", k, full)
+	}
+	if _, _, err := s.CreateFrom(ctx, acme, mathrand.NewChaCha8([32]byte{8}), ops); !errors.Is(err, apikey.ErrActiveKeyExists) {
+		t.Fatalf("second create for the same company: %v", err)
+	}
+	// The key id is unique across companies: the same material cannot make a second key.
+	if _, _, err := s.CreateFrom(ctx, globex, material(), ops); err == nil {
+		t.Fatal("same material made a second key for another company")
+	}
+	events, err := s.Events(ctx, acme, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 1 || events[0].Action != "create" || events[0].KeyID != k.KeyID {
+		t.Fatalf("events = %+v, want one create of %s", events, k.KeyID)
 	}
 }

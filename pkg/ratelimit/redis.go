@@ -1,5 +1,3 @@
-// Package ratelimit holds Parley's rate limits: the Redis connection they
-// share and the limiters built on it.
 package ratelimit
 
 import (
@@ -45,6 +43,9 @@ func NewRedisClient(c RedisConfig) *redis.Client {
 		WriteTimeout: c.Timeout,
 		PoolTimeout:  c.Timeout,
 		MaxRetries:   -1, // a failed call falls back at once instead of retrying
+		// One dial attempt: the default retries a refused dial five times,
+		// 100ms apart, which outlasts every rate-limit deadline.
+		DialerRetries: 1,
 	})
 }
 

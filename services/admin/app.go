@@ -3,25 +3,40 @@ package main
 import (
 	"context"
 	"net/http"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/parleyhq/parley/pkg/apikey"
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/store"
+	"github.com/parleyhq/parley/services/admin/internal/accounts"
+	"github.com/parleyhq/parley/services/admin/internal/adminapi"
 	"github.com/parleyhq/parley/services/admin/internal/config"
+	"github.com/parleyhq/parley/services/admin/internal/console"
+	"github.com/parleyhq/parley/services/admin/internal/credentials"
+	"github.com/parleyhq/parley/services/admin/internal/loginthrottle"
 )
+
+// sessionSweepInterval is how often expired console sessions are deleted.
+const sessionSweepInterval = 10 * time.Minute
 
 // app is the admin service's composition root.
 type app struct {
-	log    *zap.Logger
-	probe  *ops.Probe
-	server *ops.Server
+	log     *zap.Logger
+	probe   *ops.Probe
+	server  *ops.Server
+	handler http.Handler
+	sweep   func(ctx context.Context)
 }
 
-// newApp connects the dependencies and builds the HTTP handler. cleanup
-// releases what was opened, in reverse order.
-func newApp(ctx context.Context, cfg config.Config, log *zap.Logger) (*app, func(), error) {
+// newApp connects the dependencies and builds the HTTP handler: the console
+// at /, the admin JSON API at /admin/api/, and the probes. now is the clock
+// of every key action, grace display and sign-in throttle (time.Now in
+// production). cleanup releases what was opened, in reverse order.
+func newApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func() time.Time) (*app, func(), error) {
 	var closers []func()
 	cleanup := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -45,13 +60,94 @@ func newApp(ctx context.Context, cfg config.Config, log *zap.Logger) (*app, func
 		ops.Check{Name: "postgres", Ping: pool.Ping},
 		ops.Check{Name: "nats", Ping: func(context.Context) error { return bus.Ping(nc) }},
 	)
+	publishFailures := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "parley_admin_invalidation_publish_failures_total",
+		Help: "Key changes committed whose cache invalidation broadcast failed (gateways catch up when their cache entry expires).",
+	})
+	probe.Registry().MustRegister(publishFailures)
+
+	creds := credentials.New(pool, apikey.NewStore(pool, now),
+		func(ctx context.Context, inv bus.Invalidation) error {
+			return bus.PublishInvalidation(ctx, nc, cfg.NATS, inv)
+		},
+		log, publishFailures)
+	sessions := console.NewSessions(pool, console.SessionOptions{
+		Secure: cfg.Console.CookieSecure, Lifetime: cfg.Console.SessionLifetime, IdleTimeout: cfg.Console.SessionIdleTimeout,
+	})
+	ui, err := console.New(console.Deps{
+		Users: accounts.NewStore(pool),
+		Throttle: loginthrottle.New(pool, loginthrottle.Limits{
+			PerEmail: cfg.Console.LoginMaxFailuresPerEmail, PerIP: cfg.Console.LoginMaxFailuresPerIP, Window: cfg.Console.LoginFailureWindow,
+		}, now),
+		Credentials:       creds,
+		Sessions:          sessions,
+		Log:               log.Named("console"),
+		TrustedOrigins:    cfg.Console.TrustedOrigins,
+		TrustForwardedFor: cfg.Console.TrustForwardedFor,
+	})
+	if err != nil {
+		cleanup()
+		return nil, func() {}, err
+	}
+	if cfg.AdminToken == "" {
+		log.Warn("PARLEY_ADMIN_TOKEN is not set: the admin API answers 503")
+	}
+
 	mux := http.NewServeMux()
 	probe.Register(mux)
-	srv := ops.NewServer(cfg.Addr, mux)
+	mux.Handle(adminapi.Prefix, adminapi.New(cfg.AdminToken, creds, log.Named("adminapi")))
+	mux.Handle("/", ui)
+	handler := accessLog(log, mux)
+	srv := ops.NewServer(cfg.Addr, handler)
 	srv.DrainDelay = cfg.DrainDelay
-	return &app{log: log, probe: probe, server: srv}, cleanup, nil
+	return &app{
+		log: log, probe: probe, server: srv, handler: handler,
+		sweep: func(ctx context.Context) { console.SweepSessions(ctx, pool, sessionSweepInterval, log) },
+	}, cleanup, nil
 }
 
 func (a *app) run(ctx context.Context) error {
+	sweepCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); a.sweep(sweepCtx) }()
+	defer func() { stop(); <-done }()
 	return a.server.Run(ctx, a.probe, a.log)
 }
+
+// accessLog logs every request but the probes' (method, path, status,
+// duration); never a body, a header or a query string.
+func accessLog(log *zap.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/healthz", "/readyz", "/metrics":
+			next.ServeHTTP(w, r)
+			return
+		}
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		log.Info("request", zap.String("method", r.Method), zap.String("path", r.URL.Path),
+			zap.Int("status", sw.status), zap.Duration("duration", time.Since(start)))
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

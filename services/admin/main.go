@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/services/admin/internal/config"
@@ -31,7 +32,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer log.Sync() //nolint:errcheck
-	a, cleanup, err := newApp(ctx, cfg, log)
+	a, cleanup, err := newApp(ctx, cfg, log, time.Now)
 	if err != nil {
 		return err
 	}

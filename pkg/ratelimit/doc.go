@@ -1,0 +1,19 @@
+// Package ratelimit holds Parley's rate limits: the Redis connection they
+// share and the limiters built on it, GCRA in Redis through redis_rate.
+//
+// The gateway limits requests per company and endpoint with Limiter.Allow and
+// a Limit from its route table (PerSecond, PerMinute, Every); Limit.String is
+// the 429 text ("Rate limit exceeded: " + lim.String()) and Result.SetHeaders
+// writes Retry-After and X-RateLimit-*. Dispatchers share a messaging
+// account's throughput across replicas with Limiter.Take and Limiter.Wait.
+//
+// Keys live under RedisConfig.KeyPrefix: "<prefix>rate:req:<key>" for
+// requests and "<prefix>rate:tp:<key>" for throughput. They expire on their
+// own once the key is back to its full burst.
+//
+// Redis is never a reason to fail a request: every call is bounded by
+// RedisConfig.Timeout (50ms by default) and, on error or timeout, answered by
+// a per-process GCRA limiter with the same limit. While that lasts, limits
+// hold per replica rather than across the fleet. See Limiter for the breaker,
+// the logs and the metrics.
+package ratelimit

@@ -1,0 +1,180 @@
+package console
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/parleyhq/parley/pkg/apikey"
+	"github.com/parleyhq/parley/services/admin/internal/accounts"
+	"github.com/parleyhq/parley/services/admin/internal/credentials"
+)
+
+// pages are the parsed templates, one set per page, each with the layout.
+type pages struct {
+	signIn, credentials, revokeConfirm, errorPage *template.Template
+}
+
+var funcs = template.FuncMap{
+	"datetime": func(v any) string {
+		switch t := v.(type) {
+		case time.Time:
+			return formatTime(t)
+		case *time.Time:
+			if t != nil {
+				return formatTime(*t)
+			}
+		}
+		return ""
+	},
+	"lastUsed": func(t *time.Time) string {
+		if t == nil {
+			return "Never"
+		}
+		return formatTime(*t)
+	},
+	"until": func(now time.Time, t *time.Time) string {
+		if t == nil {
+			return ""
+		}
+		return remaining(t.Sub(now))
+	},
+	"masked": func(k apikey.Key) string { return k.Masked() },
+	"actionLabel": func(action string) string {
+		switch action {
+		case "create":
+			return "Created"
+		case "rotate":
+			return "Rotated (new key)"
+		case "revoke":
+			return "Revoked"
+		default:
+			return action
+		}
+	},
+	"graceHours": func() int { return int(apikey.GracePeriod / time.Hour) },
+}
+
+func parsePages() (*pages, error) {
+	parse := func(name string) (*template.Template, error) {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name)
+		if err != nil {
+			return nil, fmt.Errorf("parse console template %s: %w", name, err)
+		}
+		return t, nil
+	}
+	var p pages
+	var err error
+	for name, dst := range map[string]**template.Template{
+		"signin.html":         &p.signIn,
+		"credentials.html":    &p.credentials,
+		"revoke_confirm.html": &p.revokeConfirm,
+		"error.html":          &p.errorPage,
+	} {
+		if *dst, err = parse(name); err != nil {
+			return nil, err
+		}
+	}
+	return &p, nil
+}
+
+// formatTime is how the console writes a moment: in UTC, said so.
+func formatTime(t time.Time) string { return t.UTC().Format("2 Jan 2006, 15:04 UTC") }
+
+// remaining writes a duration the way a person reads a countdown.
+func remaining(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "now"
+	case d < time.Minute:
+		return "less than a minute"
+	}
+	h, m := int(d/time.Hour), int(d%time.Hour/time.Minute)
+	if h == 0 {
+		return fmt.Sprintf("%d m", m)
+	}
+	return fmt.Sprintf("%d h %d m", h, m)
+}
+
+// view is what the layout needs, plus the page's own data.
+type view struct {
+	Title   string
+	User    *accounts.User
+	Company credentials.Company
+	FlashOK string
+	FlashNo string
+	Page    any
+}
+
+// credentialsView is the Credentials page.
+type credentialsView struct {
+	credentials.Overview
+	CanManage bool
+	// NewKey is set only in the response to the create or rotate that made it.
+	NewKey *newKeyView
+}
+
+type newKeyView struct {
+	Full     string
+	Key      apikey.Key
+	Rotated  bool
+	Previous apikey.Key
+}
+
+type revokeView struct {
+	Now    time.Time
+	Key    apikey.Key
+	Active bool
+}
+
+type errorView struct {
+	Status  int
+	Heading string
+	Message string
+}
+
+type signInView struct {
+	Email string
+	Error string
+}
+
+// render writes a page with status, taking the session's notices with it.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, t *template.Template, v view) {
+	if r.Context().Value(sessionLoadedKey{}) != nil {
+		v.FlashOK = c.Sessions.PopString(r.Context(), sessionFlashOK)
+		v.FlashNo = c.Sessions.PopString(r.Context(), sessionFlashNo)
+	}
+	var buf bytes.Buffer
+	if err := t.Execute(&buf, v); err != nil {
+		c.Log.Error("render console page", zap.String("path", r.URL.Path), zap.Error(err))
+		http.Error(w, "Internal server error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = buf.WriteTo(w)
+}
+
+// renderError writes an error page, inside the shell when someone is
+// signed in.
+func (c *Console) renderError(w http.ResponseWriter, r *http.Request, status int, heading, message string) {
+	v := view{Title: heading, Page: errorView{Status: status, Heading: heading, Message: message}}
+	if u, ok := r.Context().Value(userKey{}).(accounts.User); ok {
+		v.User = &u
+		if co, err := c.Credentials.Company(r.Context(), u.CompanyID); err == nil {
+			v.Company = co
+		}
+	}
+	c.render(w, r, status, c.pages.errorPage, v)
+}
+
+// serverError logs err and answers 500 without saying what went wrong.
+func (c *Console) serverError(w http.ResponseWriter, r *http.Request, err error) {
+	c.Log.Error("console request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
+	c.renderError(w, r, http.StatusInternalServerError, "Something went wrong",
+		"We could not complete this request. Please try again in a moment.")
+}
