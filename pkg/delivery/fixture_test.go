@@ -19,30 +19,45 @@ import (
 	"github.com/parleyhq/parley/pkg/store/storetest"
 )
 
-// testClock is the injectable clock of a test: it stands still unless the
-// test moves it, or runs from a fixed start when running.
+// testClock is the injectable clock of a test. It stands still until Run
+// makes it follow the wall clock (from wherever it was); Set and Advance
+// move it in either mode.
 type testClock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu      sync.Mutex
+	base    time.Time
+	since   time.Time
+	running bool
 }
 
-func newTestClock(t time.Time) *testClock { return &testClock{now: t} }
+func newTestClock(t time.Time) *testClock { return &testClock{base: t} }
 
 func (c *testClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.now
+	if c.running {
+		return c.base.Add(time.Since(c.since))
+	}
+	return c.base
+}
+
+// Run makes the clock move with the wall clock from its current reading.
+func (c *testClock) Run() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.running {
+		c.running, c.since = true, time.Now()
+	}
 }
 
 func (c *testClock) Set(t time.Time) {
 	c.mu.Lock()
-	c.now = t
+	c.base, c.since = t, time.Now()
 	c.mu.Unlock()
 }
 
 func (c *testClock) Advance(d time.Duration) {
 	c.mu.Lock()
-	c.now = c.now.Add(d)
+	c.base = c.base.Add(d)
 	c.mu.Unlock()
 }
 
