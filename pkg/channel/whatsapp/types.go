@@ -6,6 +6,7 @@ package whatsapp
 
 import (
 	"context"
+	"strconv"
 	"time"
 )
 
@@ -104,22 +105,54 @@ const (
 	Permanent
 )
 
+// String names the class for logs and metrics.
+func (c Class) String() string {
+	switch c {
+	case Retryable:
+		return "retryable"
+	case RetryLater:
+		return "retry_later"
+	case Permanent:
+		return "permanent"
+	}
+	return "unknown"
+}
+
 // Error is an answer of the provider that is not a success, in the Cloud
-// API's error shape ({"error":{"message","type","code","error_data","fbtrace_id"}}),
-// or a transport failure (Code 0).
+// API's error shape ({"error":{"message","type","code","error_subcode",
+// "error_data","fbtrace_id"}}), or a transport failure (Code 0, HTTPStatus 0).
+// It never carries the request body.
 type Error struct {
 	HTTPStatus int
 	Code       int
-	Title      string
-	Message    string
-	Class      Class
+	// Subcode is error_subcode (e.g. 33 with code 100: unknown phone number id).
+	Subcode int
+	Title   string
+	Message string
+	Class   Class
 	// RetryAfter is a hint (from Retry-After, or the class's floor); zero if none.
 	RetryAfter time.Duration
+	// TraceID is fbtrace_id, what Meta's support asks for.
+	TraceID string
+	// Err is the transport failure (timeout, refused connection), if any.
+	Err error
 }
 
 func (e *Error) Error() string {
 	if e.Code == 0 {
 		return "whatsapp: " + e.Message
 	}
-	return "whatsapp: " + e.Title + ": " + e.Message
+	s := "whatsapp: code " + strconv.Itoa(e.Code)
+	if e.HTTPStatus != 0 {
+		s += " (HTTP " + strconv.Itoa(e.HTTPStatus) + ")"
+	}
+	s += ": " + e.Title
+	if e.Message != "" && e.Message != e.Title {
+		s += ": " + e.Message
+	}
+	return s
 }
+
+// Unwrap gives errors.Is access to the transport failure, so that a caller
+// can tell its own cancellation (context.Canceled) from a provider timeout.
+func (e *Error) Unwrap() error { return e.Err }

@@ -1,0 +1,154 @@
+package whatsapp_test
+
+import (
+	"errors"
+	"net/url"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parleyhq/parley/pkg/channel/whatsapp"
+)
+
+func TestSignatureRoundTripAndTamper(t *testing.T) {
+	const secret = "app-secret-1"
+	body := []byte(`{"object":"whatsapp_business_account","entry":[]}`)
+	sig := whatsapp.Sign(secret, body)
+	if !strings.HasPrefix(sig, "sha256=") || len(sig) != len("sha256=")+64 {
+		t.Fatalf("Sign = %q, want sha256=<64 hex>", sig)
+	}
+	if !whatsapp.VerifySignature(secret, body, sig) {
+		t.Fatal("own signature does not verify")
+	}
+	// Meta's reference: HMAC-SHA256 of the raw body with the app secret,
+	// hex encoded; upper-case hex is the same signature.
+	if !whatsapp.VerifySignature(secret, body, "sha256="+strings.ToUpper(strings.TrimPrefix(sig, "sha256="))) {
+		t.Error("upper-case hex rejected")
+	}
+	tampered := append([]byte(nil), body...)
+	tampered[len(tampered)-2] = '1'
+	flipped := []byte(sig)
+	if flipped[len(flipped)-1] == '0' {
+		flipped[len(flipped)-1] = '1'
+	} else {
+		flipped[len(flipped)-1] = '0'
+	}
+	for name, c := range map[string]struct {
+		secret string
+		body   []byte
+		header string
+	}{
+		"tampered body":    {secret, tampered, sig},
+		"tampered digest":  {secret, body, string(flipped)},
+		"wrong secret":     {"app-secret-2", body, sig},
+		"no prefix":        {secret, body, strings.TrimPrefix(sig, "sha256=")},
+		"sha1 prefix":      {secret, body, "sha1=" + strings.TrimPrefix(sig, "sha256=")},
+		"not hex":          {secret, body, "sha256=zz"},
+		"truncated":        {secret, body, sig[:40]},
+		"empty header":     {secret, body, ""},
+		"empty secret":     {"", body, whatsapp.Sign("", body)},
+		"signature of nil": {secret, body, whatsapp.Sign(secret, nil)},
+	} {
+		if whatsapp.VerifySignature(c.secret, c.body, c.header) {
+			t.Errorf("%s: verified", name)
+		}
+	}
+}
+
+func TestVerifySubscription(t *testing.T) {
+	q := func(mode, token, challenge string) url.Values {
+		return url.Values{"hub.mode": {mode}, "hub.verify_token": {token}, "hub.challenge": {challenge}}
+	}
+	if c, ok := whatsapp.VerifySubscription(q("subscribe", "vt-1", "1158201444"), "vt-1"); !ok || c != "1158201444" {
+		t.Fatalf("good handshake: %q %v", c, ok)
+	}
+	for name, v := range map[string]url.Values{
+		"wrong token":       q("subscribe", "vt-2", "1158201444"),
+		"wrong mode":        q("unsubscribe", "vt-1", "1158201444"),
+		"no challenge":      q("subscribe", "vt-1", ""),
+		"markup challenge":  q("subscribe", "vt-1", "<script>"),
+		"too long":          q("subscribe", "vt-1", strings.Repeat("1", 129)),
+		"nothing":           {},
+		"empty token match": q("subscribe", "", "1"),
+	} {
+		token := "vt-1"
+		if name == "empty token match" {
+			token = ""
+		}
+		if c, ok := whatsapp.VerifySubscription(v, token); ok {
+			t.Errorf("%s: accepted with %q", name, c)
+		}
+	}
+}
+
+func TestParseStatusWebhook(t *testing.T) {
+	body, err := os.ReadFile("testdata/webhook_statuses.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := whatsapp.ParseStatusWebhook(body)
+	if err != nil {
+		t.Fatalf("ParseStatusWebhook: %v", err)
+	}
+	const wamid = "wamid.HBgLMTY1MDM4Nzk0MzkVAgARGBJDQjZCMzlEQUE4OTJBMTE4RTUA"
+	want := []whatsapp.StatusUpdate{
+		{PhoneNumberID: "106540352242922", MessageID: wamid, Status: whatsapp.StatusSent, Timestamp: time.Unix(1750263773, 0).UTC(), RecipientID: "16505551234"},
+		{PhoneNumberID: "106540352242922", MessageID: wamid, Status: whatsapp.StatusDelivered, Timestamp: time.Unix(1750263775, 0).UTC(), RecipientID: "16505551234"},
+		{PhoneNumberID: "106540352242923", MessageID: "wamid.HBgLMzkzMzMxMjM0NTY3FQIAERgSQUJDREVGMDEyMzQ1Njc4OUEA", Status: whatsapp.StatusFailed,
+			Timestamp: time.Unix(1750263790, 0).UTC(), RecipientID: "393331234567",
+			Errors: []whatsapp.StatusError{{Code: 131026, Title: "Message undeliverable", Message: "Message undeliverable", Details: "Message Undeliverable."}}},
+		{PhoneNumberID: "106540352242923", MessageID: wamid, Status: whatsapp.StatusRead, Timestamp: time.Unix(1750263800, 0).UTC(), RecipientID: "16505551234"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+}
+
+func TestParseStatusWebhookRejectsOtherBodies(t *testing.T) {
+	for name, body := range map[string]string{
+		"not JSON":       `{"object":`,
+		"another object": `{"object":"page","entry":[]}`,
+		"no object":      `{"entry":[]}`,
+	} {
+		if _, err := whatsapp.ParseStatusWebhook([]byte(body)); !errors.Is(err, whatsapp.ErrNotWhatsAppWebhook) {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+	// An inbound-only delivery is valid and has no statuses.
+	got, err := whatsapp.ParseStatusWebhook([]byte(`{"object":"whatsapp_business_account","entry":[{"id":"1","changes":[{"field":"messages","value":{"messaging_product":"whatsapp","metadata":{"phone_number_id":"1"},"messages":[{"from":"1","type":"text"}]}}]}]}`))
+	if err != nil || len(got) != 0 {
+		t.Errorf("inbound only: %v %v", got, err)
+	}
+}
+
+func TestStatusesNeverMoveBackwards(t *testing.T) {
+	s, d, r, f := whatsapp.StatusSent, whatsapp.StatusDelivered, whatsapp.StatusRead, whatsapp.StatusFailed
+	for _, c := range []struct {
+		next, cur whatsapp.Status
+		want      bool
+	}{
+		{s, "", true}, {s, "sending", true}, {d, s, true}, {r, d, true}, {r, s, true},
+		{s, d, false}, {d, r, false}, {s, r, false}, {d, d, false},
+		{f, s, true}, {f, "sending", true}, {f, d, false}, {f, r, false}, {f, f, false},
+		{d, f, true}, {r, f, true}, {s, f, false},
+		{"deleted", s, false},
+	} {
+		if got := whatsapp.Supersedes(c.next, c.cur); got != c.want {
+			t.Errorf("Supersedes(%q, %q) = %v, want %v", c.next, c.cur, got, c.want)
+		}
+	}
+	// Out of order arrival ends on the highest rank whatever the order.
+	for _, order := range [][]whatsapp.Status{{s, d, r}, {r, d, s}, {d, r, s}, {s, r, d}} {
+		var cur whatsapp.Status
+		for _, st := range order {
+			if whatsapp.Supersedes(st, cur) {
+				cur = st
+			}
+		}
+		if cur != r {
+			t.Errorf("order %v ended on %q", order, cur)
+		}
+	}
+}

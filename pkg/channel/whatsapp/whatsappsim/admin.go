@@ -1,0 +1,280 @@
+package whatsappsim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// routes mounts the send endpoint and the admin endpoints. The admin
+// endpoints have no authentication: the simulator is a loopback test tool.
+//
+//	POST   /{version}/{phone_number_id}/messages   the Cloud API send
+//	GET    /_sim/stats                             Stats
+//	GET    /_sim/messages?to=&phone_number_id=&limit=   received messages, oldest first
+//	GET    /_sim/recipients?min=2&limit=           recipients by send count (duplicates)
+//	POST   /_sim/reset                             Reset
+//	GET    /_sim/faults, PATCH /_sim/faults        fault switches (PATCH merges)
+//	GET    /_sim/callbacks, PATCH /_sim/callbacks  status webhook settings (PATCH merges)
+//	GET    /_sim/accounts                          served numbers (no tokens)
+//	PUT    /_sim/accounts/{phone_number_id}        {"token","throughput_per_second"}
+//	DELETE /_sim/accounts/{phone_number_id}
+//	GET    /_sim/templates                         registered templates
+//	PUT    /_sim/templates/{name}/{language}       {"header","body_parameters","url_buttons"}
+//	DELETE /_sim/templates/{name}/{language}
+func (s *Sim) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /{version}/{phone_number_id}/messages", s.handleSend)
+	mux.HandleFunc("GET /_sim/stats", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, s.Stats()) })
+	mux.HandleFunc("GET /_sim/messages", s.handleMessages)
+	mux.HandleFunc("GET /_sim/recipients", s.handleRecipients)
+	mux.HandleFunc("POST /_sim/reset", func(w http.ResponseWriter, _ *http.Request) {
+		s.Reset()
+		writeJSON(w, http.StatusOK, map[string]string{"status": "reset"})
+	})
+	mux.HandleFunc("GET /_sim/faults", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, viewFaults(s.Faults())) })
+	mux.HandleFunc("PATCH /_sim/faults", s.handlePatchFaults)
+	mux.HandleFunc("GET /_sim/callbacks", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, viewCallbacks(s.CallbackSettings()))
+	})
+	mux.HandleFunc("PATCH /_sim/callbacks", s.handlePatchCallbacks)
+	mux.HandleFunc("GET /_sim/accounts", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, s.Accounts()) })
+	mux.HandleFunc("PUT /_sim/accounts/{phone_number_id}", s.handlePutAccount)
+	mux.HandleFunc("DELETE /_sim/accounts/{phone_number_id}", func(w http.ResponseWriter, r *http.Request) {
+		if !s.RemoveAccount(r.PathValue("phone_number_id")) {
+			writeDetail(w, http.StatusNotFound, "no such account")
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /_sim/templates", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, s.Templates()) })
+	mux.HandleFunc("PUT /_sim/templates/{name}/{language}", s.handlePutTemplate)
+	mux.HandleFunc("DELETE /_sim/templates/{name}/{language}", func(w http.ResponseWriter, r *http.Request) {
+		if !s.RemoveTemplate(r.PathValue("name"), r.PathValue("language")) {
+			writeDetail(w, http.StatusNotFound, "no such template")
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeDetail(w http.ResponseWriter, status int, detail string) {
+	writeJSON(w, status, map[string]string{"detail": detail})
+}
+
+// decodeStrict reads a small admin body, refusing unknown fields so that a
+// typo does not pass silently.
+func decodeStrict(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("body: %w", err)
+	}
+	return nil
+}
+
+func queryInt(r *http.Request, name string, def int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, errors.New(name + " must be a non-negative integer")
+	}
+	return n, nil
+}
+
+func (s *Sim) handleMessages(w http.ResponseWriter, r *http.Request) {
+	limit, err := queryInt(r, "limit", 100)
+	if err != nil {
+		writeDetail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	q := r.URL.Query()
+	msgs := s.Messages(Filter{To: q.Get("to"), PhoneNumberID: q.Get("phone_number_id"), Limit: min(max(limit, 1), s.cfg.MessageBuffer)})
+	if msgs == nil {
+		msgs = []Received{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"messages": msgs, "count": len(msgs)})
+}
+
+func (s *Sim) handleRecipients(w http.ResponseWriter, r *http.Request) {
+	minCount, err := queryInt(r, "min", 1)
+	if err == nil && minCount == 0 {
+		minCount = 1
+	}
+	limit, err2 := queryInt(r, "limit", 100)
+	if err = errors.Join(err, err2); err != nil {
+		writeDetail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if to := r.URL.Query().Get("to"); to != "" {
+		writeJSON(w, http.StatusOK, RecipientCount{To: to, Count: s.SendCount(to)})
+		return
+	}
+	writeJSON(w, http.StatusOK, s.Recipients(int64(minCount), min(max(limit, 1), 10_000)))
+}
+
+type faultsView struct {
+	LatencyMS      int64    `json:"latency_ms"`
+	JitterMS       int64    `json:"jitter_ms"`
+	ErrorRate      float64  `json:"error_rate"`
+	TimeoutRate    float64  `json:"timeout_rate"`
+	PairIntervalMS int64    `json:"pair_interval_ms"`
+	Undeliverable  []string `json:"undeliverable"`
+}
+
+func viewFaults(f Faults) faultsView {
+	u := f.Undeliverable
+	if u == nil {
+		u = []string{}
+	}
+	return faultsView{
+		LatencyMS: f.Latency.Milliseconds(), JitterMS: f.Jitter.Milliseconds(),
+		ErrorRate: f.ErrorRate, TimeoutRate: f.TimeoutRate,
+		PairIntervalMS: f.PairInterval.Milliseconds(), Undeliverable: u,
+	}
+}
+
+type faultsPatch struct {
+	LatencyMS      *int64    `json:"latency_ms"`
+	JitterMS       *int64    `json:"jitter_ms"`
+	ErrorRate      *float64  `json:"error_rate"`
+	TimeoutRate    *float64  `json:"timeout_rate"`
+	PairIntervalMS *int64    `json:"pair_interval_ms"`
+	Undeliverable  *[]string `json:"undeliverable"`
+}
+
+func (s *Sim) handlePatchFaults(w http.ResponseWriter, r *http.Request) {
+	var p faultsPatch
+	if err := decodeStrict(r, &p); err != nil {
+		writeDetail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	f := s.Faults()
+	setMS(&f.Latency, p.LatencyMS)
+	setMS(&f.Jitter, p.JitterMS)
+	setMS(&f.PairInterval, p.PairIntervalMS)
+	if p.ErrorRate != nil {
+		f.ErrorRate = *p.ErrorRate
+	}
+	if p.TimeoutRate != nil {
+		f.TimeoutRate = *p.TimeoutRate
+	}
+	if p.Undeliverable != nil {
+		f.Undeliverable = *p.Undeliverable
+	}
+	if err := s.SetFaults(f); err != nil {
+		writeDetail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, viewFaults(s.Faults()))
+}
+
+func setMS(d *time.Duration, ms *int64) {
+	if ms != nil {
+		*d = time.Duration(*ms) * time.Millisecond
+	}
+}
+
+type callbacksView struct {
+	URL              string `json:"url"`
+	AppSecretSet     bool   `json:"app_secret_set"`
+	SentDelayMS      int64  `json:"sent_delay_ms"`
+	DeliveredDelayMS int64  `json:"delivered_delay_ms"`
+	ReadDelayMS      int64  `json:"read_delay_ms"`
+	Read             bool   `json:"read"`
+}
+
+func viewCallbacks(c CallbackSettings) callbacksView {
+	return callbacksView{
+		URL: c.URL, AppSecretSet: c.AppSecret != "",
+		SentDelayMS: c.SentDelay.Milliseconds(), DeliveredDelayMS: c.DeliveredDelay.Milliseconds(),
+		ReadDelayMS: c.ReadDelay.Milliseconds(), Read: !c.NoRead,
+	}
+}
+
+type callbacksPatch struct {
+	URL              *string `json:"url"`
+	AppSecret        *string `json:"app_secret"`
+	SentDelayMS      *int64  `json:"sent_delay_ms"`
+	DeliveredDelayMS *int64  `json:"delivered_delay_ms"`
+	ReadDelayMS      *int64  `json:"read_delay_ms"`
+	Read             *bool   `json:"read"`
+}
+
+func (s *Sim) handlePatchCallbacks(w http.ResponseWriter, r *http.Request) {
+	var p callbacksPatch
+	if err := decodeStrict(r, &p); err != nil {
+		writeDetail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	c := s.CallbackSettings()
+	if p.URL != nil {
+		c.URL = *p.URL
+	}
+	if p.AppSecret != nil {
+		c.AppSecret = *p.AppSecret
+	}
+	setMS(&c.SentDelay, p.SentDelayMS)
+	setMS(&c.DeliveredDelay, p.DeliveredDelayMS)
+	setMS(&c.ReadDelay, p.ReadDelayMS)
+	if p.Read != nil {
+		c.NoRead = !*p.Read
+	}
+	if err := s.SetCallbacks(c); err != nil {
+		writeDetail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, viewCallbacks(s.CallbackSettings()))
+}
+
+func (s *Sim) handlePutAccount(w http.ResponseWriter, r *http.Request) {
+	var a Account
+	if err := decodeStrict(r, &a); err != nil {
+		writeDetail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	id := r.PathValue("phone_number_id")
+	if a.PhoneNumberID != "" && a.PhoneNumberID != id {
+		writeDetail(w, http.StatusBadRequest, "phone_number_id in the body differs from the path")
+		return
+	}
+	a.PhoneNumberID = id
+	if err := s.SetAccount(a); err != nil {
+		writeDetail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	for _, got := range s.Accounts() {
+		if got.PhoneNumberID == id {
+			writeJSON(w, http.StatusOK, got)
+			return
+		}
+	}
+}
+
+func (s *Sim) handlePutTemplate(w http.ResponseWriter, r *http.Request) {
+	var t TemplateSpec
+	if err := decodeStrict(r, &t); err != nil {
+		writeDetail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	t.Name, t.Language = r.PathValue("name"), r.PathValue("language")
+	if err := s.SetTemplate(t); err != nil {
+		writeDetail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
+}

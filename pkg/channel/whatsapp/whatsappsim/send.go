@@ -1,0 +1,359 @@
+package whatsappsim
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/parleyhq/parley/pkg/channel/whatsapp"
+)
+
+// apiError is an answer in the Graph API error shape.
+type apiError struct {
+	status  int
+	code    int
+	subcode int
+	typ     string
+	message string
+	details string
+}
+
+// The errors the simulator answers, as the real API words them.
+func errUnknownObject(id string) *apiError {
+	return &apiError{status: 400, code: 100, subcode: 33, typ: "GraphMethodException",
+		message: "Unsupported post request. Object with ID '" + id + "' does not exist, cannot be loaded due to missing permissions, or does not support this operation. Please read the Graph API documentation at https://developers.facebook.com/docs/graph-api"}
+}
+
+var (
+	errToken = &apiError{status: 401, code: 190, typ: "OAuthException",
+		message: "Invalid OAuth access token - Cannot parse access token"}
+	errThroughput = &apiError{status: 400, code: 130429, typ: "OAuthException",
+		message: "(#130429) Rate limit hit", details: "Cloud API message throughput has been reached."}
+	errPairRate = &apiError{status: 400, code: 131056, typ: "OAuthException",
+		message: "(#131056) (Business Account, Consumer Account) pair rate limit hit",
+		details: "Message failed to send because there were too many messages sent from this phone number to the same phone number in a short period of time."}
+	errInternal = &apiError{status: 500, code: 131000, typ: "OAuthException",
+		message: "(#131000) Something went wrong", details: "Something went wrong"}
+	errUnavailable = &apiError{status: 503, code: 131016, typ: "OAuthException",
+		message: "(#131016) Service unavailable", details: "A service is temporarily unavailable."}
+)
+
+func errParam(message, details string) *apiError {
+	return &apiError{status: 400, code: 100, typ: "OAuthException", message: message, details: details}
+}
+
+func errRequired(param string) *apiError {
+	m := "(#100) The parameter " + param + " is required."
+	return errParam(m, m)
+}
+
+func errMissingValue(details string) *apiError {
+	return &apiError{status: 400, code: 131008, typ: "OAuthException", message: "(#131008) Required parameter is missing", details: details}
+}
+
+func errValueNotValid(details string) *apiError {
+	return &apiError{status: 400, code: 131009, typ: "OAuthException", message: "(#131009) Parameter value is not valid", details: details}
+}
+
+func errParamCount(details string) *apiError {
+	return &apiError{status: 400, code: 132000, typ: "OAuthException", message: "(#132000) Number of parameters does not match the expected number of params", details: details}
+}
+
+func errNoTemplate(name, lang string) *apiError {
+	return &apiError{status: 404, code: 132001, typ: "OAuthException", message: "(#132001) Template name does not exist in the translation",
+		details: "template name (" + name + ") does not exist in " + lang}
+}
+
+func errFormat(details string) *apiError {
+	return &apiError{status: 400, code: 132012, typ: "OAuthException", message: "(#132012) Parameter format does not match format in the created template", details: details}
+}
+
+type wireError struct {
+	Error wireErrorBody `json:"error"`
+}
+
+type wireErrorBody struct {
+	Message   string         `json:"message"`
+	Type      string         `json:"type"`
+	Code      int            `json:"code"`
+	Subcode   int            `json:"error_subcode,omitempty"`
+	ErrorData *wireErrorData `json:"error_data,omitempty"`
+	TraceID   string         `json:"fbtrace_id"`
+}
+
+type wireErrorData struct {
+	MessagingProduct string `json:"messaging_product"`
+	Details          string `json:"details"`
+}
+
+func (s *Sim) fail(w http.ResponseWriter, e *apiError) {
+	s.counts.error(e.code)
+	s.m.errorCode(e.code)
+	body := wireErrorBody{Message: e.message, Type: e.typ, Code: e.code, Subcode: e.subcode, TraceID: s.ids.trace()}
+	if e.details != "" {
+		body.ErrorData = &wireErrorData{MessagingProduct: "whatsapp", Details: e.details}
+	}
+	b, _ := json.Marshal(wireError{Error: body})
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=UTF-8")
+	if e.status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `OAuth "Facebook Platform" "invalid_token" "`+e.message+`"`)
+	}
+	w.WriteHeader(e.status)
+	_, _ = w.Write(b)
+}
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// handleSend is POST /{version}/{phone_number_id}/messages.
+func (s *Sim) handleSend(w http.ResponseWriter, r *http.Request) {
+	s.counts.requests.Add(1)
+	s.m.requests.Inc()
+
+	f := s.faults.Load()
+	if f.Latency > 0 || f.Jitter > 0 {
+		d := f.Latency
+		if f.Jitter > 0 {
+			d += rand.N(f.Jitter)
+		}
+		if !s.sleep(r.Context(), d) {
+			return
+		}
+	}
+
+	if v := r.PathValue("version"); len(v) < 2 || v[0] != 'v' {
+		s.fail(w, errParam("(#100) Unknown path components: /"+v, "the path is /{version}/{phone_number_id}/messages, version like v21.0"))
+		return
+	}
+	pnid := r.PathValue("phone_number_id")
+	acc := (*s.accounts.Load())[pnid]
+	if acc == nil {
+		s.fail(w, errUnknownObject(pnid))
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte(acc.bearer)) != 1 {
+		s.fail(w, errToken)
+		return
+	}
+	if f.TimeoutRate > 0 && rand.Float64() < f.TimeoutRate {
+		s.hang(r)
+		return
+	}
+	if f.ErrorRate > 0 && rand.Float64() < f.ErrorRate {
+		if rand.IntN(2) == 0 {
+			s.fail(w, errInternal)
+		} else {
+			s.fail(w, errUnavailable)
+		}
+		return
+	}
+
+	buf := bufPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer bufPool.Put(buf)
+	if _, err := buf.ReadFrom(io.LimitReader(r.Body, maxBody+1)); err != nil {
+		return // the client went away
+	}
+	if buf.Len() > maxBody {
+		s.fail(w, errParam("(#100) Invalid parameter", "Request body is larger than "+strconv.Itoa(maxBody)+" bytes"))
+		return
+	}
+	var msg whatsapp.TemplateMessage
+	if err := json.Unmarshal(buf.Bytes(), &msg); err != nil {
+		s.fail(w, decodeError(err))
+		return
+	}
+	digits, apiErr := validate(&msg)
+	if apiErr == nil {
+		apiErr = s.checkTemplate(&msg)
+	}
+	if apiErr != nil {
+		s.fail(w, apiErr)
+		return
+	}
+
+	now := time.Now()
+	if !acc.bucket.take(now.UnixNano()) {
+		s.fail(w, errThroughput)
+		return
+	}
+	if f.PairInterval > 0 && !s.pairs.allow(pnid+":"+digits, now.UnixNano(), int64(f.PairInterval)) {
+		s.fail(w, errPairRate)
+		return
+	}
+
+	id := s.ids.next()
+	undeliverable := f.undeliverable(digits)
+	s.rec.record(Received{
+		ID:            id,
+		PhoneNumberID: pnid,
+		To:            digits,
+		Template:      msg.Template.Name,
+		Language:      msg.Template.Language.Code,
+		Components:    msg.Template.Components,
+		Undeliverable: undeliverable,
+		ReceivedAt:    now,
+	})
+	s.m.sends.Inc()
+	s.cb.accepted(pnid, id, digits, undeliverable, now)
+
+	out := make([]byte, 0, 160+len(id))
+	out = append(out, `{"messaging_product":"whatsapp","contacts":[{"input":`...)
+	out = strconv.AppendQuote(out, msg.To)
+	out = append(out, `,"wa_id":"`...)
+	out = append(out, digits...)
+	out = append(out, `"}],"messages":[{"id":"`...)
+	out = append(out, id...)
+	out = append(out, `","message_status":"accepted"}]}`...)
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	_, _ = w.Write(out)
+}
+
+// hang holds the request without an answer until the client gives up, the
+// simulator closes or HangMax passes, then drops the connection: the client
+// sees a timeout or a broken connection, never an answer.
+func (s *Sim) hang(r *http.Request) {
+	s.counts.hung.Add(1)
+	s.m.hung.Inc()
+	t := time.NewTimer(s.cfg.HangMax)
+	defer t.Stop()
+	select {
+	case <-r.Context().Done():
+	case <-s.closing:
+	case <-t.C:
+	}
+	panic(http.ErrAbortHandler)
+}
+
+// decodeError words a body that does not decode as the API does.
+func decodeError(err error) *apiError {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		if field == "" {
+			field = "body"
+		}
+		return errParam("(#100) Param "+field+" must be "+jsonKind(te.Type.Kind().String()), "Param "+field+" has the wrong type: "+te.Value)
+	}
+	return errParam("(#100) Invalid parameter", "Request body is not valid JSON")
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "a string"
+	case "slice":
+		return "an array"
+	case "struct", "ptr", "map":
+		return "an object"
+	}
+	return "a " + goKind
+}
+
+// validate checks a send's shape as the Cloud API does, and returns the
+// recipient's digits.
+func validate(m *whatsapp.TemplateMessage) (string, *apiError) {
+	switch {
+	case m.MessagingProduct == "":
+		return "", errRequired("messaging_product")
+	case m.MessagingProduct != whatsapp.MessagingProduct:
+		return "", errParam("(#100) Param messaging_product must be one of {WHATSAPP} - got \""+m.MessagingProduct+"\".", "messaging_product must be whatsapp")
+	case m.RecipientType != "" && m.RecipientType != whatsapp.RecipientIndividual:
+		return "", errParam("(#100) Param recipient_type must be one of {INDIVIDUAL, GROUP}", "recipient_type must be individual")
+	case m.To == "":
+		return "", errRequired("to")
+	}
+	digits, ok := recipientDigits(m.To)
+	if !ok {
+		return "", errParam("(#100) Invalid parameter", "Param to must be a phone number: digits with an optional leading +, 7 to 15 digits")
+	}
+	switch {
+	case m.Type == "":
+		return "", errRequired("type")
+	case m.Type != whatsapp.MessageTypeTemplate:
+		return "", errParam("(#100) Invalid parameter", "the simulator serves template messages only; got type \""+m.Type+"\"")
+	case m.Template.Name == "":
+		return "", errRequired("template['name']")
+	case m.Template.Language.Code == "":
+		return "", errRequired("template['language']['code']")
+	}
+	for i, c := range m.Template.Components {
+		where := "components[" + strconv.Itoa(i) + "]"
+		switch c.Type {
+		case "header", "body":
+			if c.SubType != "" || c.Index != "" {
+				return "", errParam("(#100) Invalid parameter", where+": sub_type and index belong to buttons")
+			}
+		case "button":
+			if c.SubType == "" {
+				return "", errRequired("template['" + where + "']['sub_type']")
+			}
+			if c.SubType != "url" {
+				return "", errParam("(#100) Invalid parameter", where+": the simulator serves url buttons only")
+			}
+			if len(c.Index) != 1 || c.Index[0] < '0' || c.Index[0] > '9' {
+				return "", errParam("(#100) Invalid parameter", where+": index must be a digit from 0 to 9")
+			}
+			if len(c.Parameters) != 1 || c.Parameters[0].Type != "text" {
+				return "", errMissingValue(where + ": a url button takes one text parameter")
+			}
+		case "":
+			return "", errRequired("template['" + where + "']['type']")
+		default:
+			return "", errParam("(#100) Invalid parameter", where+": type must be header, body or button")
+		}
+		if len(c.Parameters) == 0 {
+			return "", errMissingValue(where + ": parameters is empty")
+		}
+		for _, p := range c.Parameters {
+			switch p.Type {
+			case "text":
+				if p.Text == "" {
+					return "", errMissingValue("Parameter of type text is missing text value")
+				}
+			case "image", "video":
+				link := p.Image
+				if p.Type == "video" {
+					link = p.Video
+				}
+				if link == nil || link.Link == "" {
+					return "", errMissingValue("Parameter of type " + p.Type + " is missing " + p.Type + " link")
+				}
+				if !strings.HasPrefix(link.Link, "https://") && !strings.HasPrefix(link.Link, "http://") {
+					return "", errValueNotValid("Parameter of type " + p.Type + " has an invalid link: want an http(s) URL")
+				}
+				if c.Type != "header" {
+					return "", errValueNotValid("media parameters belong to the header")
+				}
+			case "":
+				return "", errRequired("template['" + where + "']['parameters'][]['type']")
+			default:
+				return "", errParam("(#100) Invalid parameter", where+": parameter type must be text, image or video")
+			}
+		}
+	}
+	return digits, nil
+}
+
+// recipientDigits accepts what the real API takes for a template send: an
+// international number, digits with an optional leading '+'.
+func recipientDigits(to string) (string, bool) {
+	d := strings.TrimPrefix(to, "+")
+	if len(d) < 7 || len(d) > 15 || d[0] == '0' {
+		return "", false
+	}
+	for i := 0; i < len(d); i++ {
+		if d[i] < '0' || d[i] > '9' {
+			return "", false
+		}
+	}
+	return d, true
+}

@@ -1,0 +1,524 @@
+// Package whatsappsim is a stand-in for the WhatsApp Cloud API on loopback:
+// the template send endpoint (POST /{version}/{phone_number_id}/messages)
+// in the real wire format, with per-number tokens and throughput, switchable
+// faults, signed status webhooks, and inspection endpoints for tests and
+// load tests. provider-sim serves it as a process; tests in any module start
+// it in-process:
+//
+//	sim, err := whatsappsim.New(whatsappsim.Config{Accounts: []whatsappsim.Account{{PhoneNumberID: "1001", Token: "t"}}})
+//	srv := httptest.NewServer(sim)
+//	defer srv.Close(); defer sim.Close()
+//
+// It lives in pkg, next to the client, rather than in provider-sim's
+// internal/, because the dispatchers' end-to-end tests are other modules and
+// Go forbids them to import another module's internal packages.
+//
+// Memory is bounded whatever the load: the received-message ring holds
+// MessageBuffer entries, per-recipient counts and the pair limiter hold at
+// most MaxRecipients numbers each, and the status callback queue holds at
+// most Callbacks.QueueSize pending statuses (further ones are dropped and
+// counted).
+package whatsappsim
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// Defaults of Config.
+const (
+	DefaultThroughput    = 80
+	DefaultMessageBuffer = 10_000
+	DefaultMaxRecipients = 200_000
+	DefaultHangMax       = 2 * time.Minute
+	DefaultQueueSize     = 100_000
+	DefaultBatchSize     = 50
+	DefaultWorkers       = 4
+	DefaultCallbackWait  = 5 * time.Second
+	DefaultMaxAttempts   = 3
+)
+
+// maxBody bounds a send's body; real template sends are a few hundred bytes.
+const maxBody = 64 << 10
+
+// Account is a phone number id the simulator serves, with its Bearer token.
+type Account struct {
+	PhoneNumberID string `json:"phone_number_id"`
+	Token         string `json:"token,omitempty"`
+	// ThroughputPerSecond is the number's send rate limit (130429 past it);
+	// zero takes Config.Throughput.
+	ThroughputPerSecond int `json:"throughput_per_second"`
+}
+
+// Faults are the switchable misbehaviours. The zero value is a healthy API.
+type Faults struct {
+	// Latency is added to every send, plus a uniform random part up to Jitter.
+	Latency time.Duration
+	Jitter  time.Duration
+	// ErrorRate is the share of sends (0..1) answered 500 (131000) or 503
+	// (131016) at random.
+	ErrorRate float64
+	// TimeoutRate is the share of sends (0..1) that get no answer: the
+	// request hangs until the client gives up (or HangMax), then the
+	// connection is closed. Such a send is not recorded: the provider never
+	// processed it.
+	TimeoutRate float64
+	// PairInterval is the shortest gap between two accepted sends from one
+	// number to one recipient; a closer one gets 131056. Zero turns the
+	// pair rate limit off.
+	PairInterval time.Duration
+	// Undeliverable numbers are accepted (200 and a wamid) and then get a
+	// failed status with 131026, as the real API does for a number not on
+	// WhatsApp. An entry is an exact number, or a prefix when it ends in
+	// '*'; a leading '+' is ignored.
+	Undeliverable []string
+}
+
+// CallbackSettings say where and when status webhooks go; they can change
+// while the simulator runs.
+type CallbackSettings struct {
+	// URL receives the webhooks; empty turns callbacks off (nothing is queued).
+	URL string
+	// AppSecret signs each body (X-Hub-Signature-256).
+	AppSecret string
+	// Delays from the send to "sent" (or "failed"), from "sent" to
+	// "delivered" and from "delivered" to "read".
+	SentDelay      time.Duration
+	DeliveredDelay time.Duration
+	ReadDelay      time.Duration
+	// NoRead stops at delivered, as for users with read receipts off.
+	NoRead bool
+}
+
+// CallbackConfig is CallbackSettings and the fixed shape of the queue.
+type CallbackConfig struct {
+	CallbackSettings
+	// QueueSize bounds the statuses waiting to be posted; past it a status
+	// is dropped and counted (callbacks_dropped).
+	QueueSize int
+	// BatchSize is the most statuses in one POST (as the real API batches).
+	BatchSize int
+	// Workers is the number of concurrent POSTs.
+	Workers int
+	// Timeout bounds one POST.
+	Timeout time.Duration
+	// MaxAttempts is how often a POST is tried before its statuses are
+	// dropped (the real API retries for days; a test wants an answer).
+	MaxAttempts int
+}
+
+// Config is what New needs. Zero fields take the defaults.
+type Config struct {
+	Accounts []Account
+	// Throughput is the default sends per second of a phone number.
+	Throughput int
+	// Faults are the switches at start (and after Reset).
+	Faults Faults
+	// Callbacks are the status webhooks; the settings are those at start
+	// (and after Reset).
+	Callbacks CallbackConfig
+	// MessageBuffer is how many received messages are kept for inspection
+	// (a ring: the oldest go first).
+	MessageBuffer int
+	// MaxRecipients bounds the per-recipient send counts and the pair rate
+	// limiter; sends to further recipients are counted as untracked.
+	MaxRecipients int
+	// HangMax bounds how long a simulated timeout holds a request.
+	HangMax time.Duration
+	// Log receives the simulator's own events (never a message body).
+	Log *zap.Logger
+	// Registerer receives the Prometheus metrics; nil keeps them private.
+	Registerer prometheus.Registerer
+}
+
+func (c Config) withDefaults() Config {
+	if c.Throughput <= 0 {
+		c.Throughput = DefaultThroughput
+	}
+	if c.MessageBuffer <= 0 {
+		c.MessageBuffer = DefaultMessageBuffer
+	}
+	if c.MaxRecipients <= 0 {
+		c.MaxRecipients = DefaultMaxRecipients
+	}
+	if c.HangMax <= 0 {
+		c.HangMax = DefaultHangMax
+	}
+	cb := &c.Callbacks
+	if cb.QueueSize <= 0 {
+		cb.QueueSize = DefaultQueueSize
+	}
+	if cb.BatchSize <= 0 {
+		cb.BatchSize = DefaultBatchSize
+	}
+	if cb.Workers <= 0 {
+		cb.Workers = DefaultWorkers
+	}
+	if cb.Timeout <= 0 {
+		cb.Timeout = DefaultCallbackWait
+	}
+	if cb.MaxAttempts <= 0 {
+		cb.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.Log == nil {
+		c.Log = zap.NewNop()
+	}
+	return c
+}
+
+// Sim is the simulated Cloud API. It is an http.Handler; Close stops its
+// callback workers and releases hanging requests.
+type Sim struct {
+	cfg Config
+	mux *http.ServeMux
+	log *zap.Logger
+
+	accMu     sync.Mutex // serialises writers of accounts and templates
+	accounts  atomic.Pointer[map[string]*account]
+	templates atomic.Pointer[map[string]TemplateSpec]
+	faults    atomic.Pointer[faultState]
+	cbSet     atomic.Pointer[CallbackSettings]
+
+	ids    idGen
+	counts counters
+	rec    *recorder
+	pairs  *pairLimiter
+	cb     *callbacks
+	m      *metrics
+
+	closing   chan struct{}
+	closeOnce sync.Once
+}
+
+// New builds a simulator and starts its callback workers.
+func New(cfg Config) (*Sim, error) {
+	cfg = cfg.withDefaults()
+	s := &Sim{
+		cfg:     cfg,
+		log:     cfg.Log,
+		rec:     newRecorder(cfg.MessageBuffer, cfg.MaxRecipients),
+		pairs:   newPairLimiter(cfg.MaxRecipients),
+		closing: make(chan struct{}),
+	}
+	s.counts.init()
+	if err := s.ids.init(); err != nil {
+		return nil, err
+	}
+	accs := map[string]*account{}
+	for _, a := range cfg.Accounts {
+		acc, err := s.newAccount(a)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := accs[a.PhoneNumberID]; dup {
+			return nil, fmt.Errorf("whatsappsim: account %s configured twice", a.PhoneNumberID)
+		}
+		accs[a.PhoneNumberID] = acc
+	}
+	s.accounts.Store(&accs)
+	s.templates.Store(&map[string]TemplateSpec{})
+	if err := s.SetFaults(cfg.Faults); err != nil {
+		return nil, err
+	}
+	if err := s.SetCallbacks(cfg.Callbacks.CallbackSettings); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s.m = m
+	s.cb = newCallbacks(s, cfg.Callbacks)
+	if err := s.m.registerQueue(cfg.Registerer, s.cb.queue.len); err != nil {
+		return nil, err
+	}
+	s.cb.start()
+	s.mux = s.routes()
+	return s, nil
+}
+
+// ServeHTTP serves the send endpoint and the /_sim/ admin endpoints.
+func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Close stops the callback workers (pending statuses are dropped) and
+// answers hanging requests by closing their connections. It is idempotent.
+func (s *Sim) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		s.cb.stop()
+	})
+	return nil
+}
+
+// account is a served number: its token and throughput bucket.
+type account struct {
+	id     string
+	bearer string // "Bearer <token>"
+	rate   int
+	bucket *bucket
+}
+
+// Validate checks the phone number id (1 to 32 digits, as the schema has
+// it), that the token is one word, and that the throughput is not negative.
+// Its errors never repeat the token.
+func (a Account) Validate() error {
+	switch {
+	case !validPhoneNumberID(a.PhoneNumberID):
+		return fmt.Errorf("whatsappsim: phone number id %q: want 1 to 32 digits", a.PhoneNumberID)
+	case a.Token == "" || strings.ContainsAny(a.Token, " \t\r\n"):
+		return fmt.Errorf("whatsappsim: account %s: token is empty or has spaces", a.PhoneNumberID)
+	case a.ThroughputPerSecond < 0:
+		return fmt.Errorf("whatsappsim: account %s: negative throughput", a.PhoneNumberID)
+	}
+	return nil
+}
+
+func (s *Sim) newAccount(a Account) (*account, error) {
+	if err := a.Validate(); err != nil {
+		return nil, err
+	}
+	rate := a.ThroughputPerSecond
+	if rate == 0 {
+		rate = s.cfg.Throughput
+	}
+	return &account{id: a.PhoneNumberID, bearer: "Bearer " + a.Token, rate: rate, bucket: newBucket(rate)}, nil
+}
+
+func validPhoneNumberID(id string) bool {
+	if id == "" || len(id) > 32 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < '0' || id[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// SetAccount adds or replaces a served number (its token and throughput).
+func (s *Sim) SetAccount(a Account) error {
+	acc, err := s.newAccount(a)
+	if err != nil {
+		return err
+	}
+	s.accMu.Lock()
+	defer s.accMu.Unlock()
+	old := *s.accounts.Load()
+	next := make(map[string]*account, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[a.PhoneNumberID] = acc
+	s.accounts.Store(&next)
+	return nil
+}
+
+// RemoveAccount stops serving a number; its sends then get the unknown
+// object error (100, subcode 33). It reports whether the number was served.
+func (s *Sim) RemoveAccount(phoneNumberID string) bool {
+	s.accMu.Lock()
+	defer s.accMu.Unlock()
+	old := *s.accounts.Load()
+	if _, ok := old[phoneNumberID]; !ok {
+		return false
+	}
+	next := make(map[string]*account, len(old))
+	for k, v := range old {
+		if k != phoneNumberID {
+			next[k] = v
+		}
+	}
+	s.accounts.Store(&next)
+	return true
+}
+
+// Accounts lists the served numbers and their throughput (not the tokens).
+func (s *Sim) Accounts() []Account {
+	accs := *s.accounts.Load()
+	out := make([]Account, 0, len(accs))
+	for _, a := range accs {
+		out = append(out, Account{PhoneNumberID: a.id, ThroughputPerSecond: a.rate})
+	}
+	sortAccounts(out)
+	return out
+}
+
+// faultState is Faults made quick to consult on every send.
+type faultState struct {
+	Faults
+	exact    map[string]struct{}
+	prefixes []string
+}
+
+func (f *faultState) undeliverable(digits string) bool {
+	if _, ok := f.exact[digits]; ok {
+		return true
+	}
+	for _, p := range f.prefixes {
+		if strings.HasPrefix(digits, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate reports every problem with the switches.
+func (f Faults) Validate() error {
+	_, err := f.state()
+	return err
+}
+
+func (f Faults) state() (*faultState, error) {
+	var errs []error
+	if f.Latency < 0 || f.Jitter < 0 || f.PairInterval < 0 {
+		errs = append(errs, errors.New("latency, jitter and pair interval must not be negative"))
+	}
+	if f.ErrorRate < 0 || f.ErrorRate > 1 || f.TimeoutRate < 0 || f.TimeoutRate > 1 {
+		errs = append(errs, errors.New("error and timeout rates are shares between 0 and 1"))
+	}
+	st := &faultState{exact: map[string]struct{}{}}
+	for _, u := range f.Undeliverable {
+		u = strings.TrimPrefix(strings.TrimSpace(u), "+")
+		prefix := strings.HasSuffix(u, "*")
+		u = strings.TrimSuffix(u, "*")
+		if u == "" || strings.Trim(u, "0123456789") != "" {
+			errs = append(errs, fmt.Errorf("undeliverable entry %q: want digits, optionally ending in *", u))
+			continue
+		}
+		if prefix {
+			st.prefixes = append(st.prefixes, u)
+		} else {
+			st.exact[u] = struct{}{}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("whatsappsim: faults: %w", err)
+	}
+	f.Undeliverable = append([]string(nil), f.Undeliverable...)
+	st.Faults = f
+	return st, nil
+}
+
+// SetFaults replaces every fault switch.
+func (s *Sim) SetFaults(f Faults) error {
+	st, err := f.state()
+	if err != nil {
+		return err
+	}
+	s.faults.Store(st)
+	return nil
+}
+
+// Faults returns the current switches.
+func (s *Sim) Faults() Faults {
+	f := s.faults.Load().Faults
+	f.Undeliverable = append([]string(nil), f.Undeliverable...)
+	return f
+}
+
+// Validate checks the URL (http or https, with a host), that a URL comes
+// with an app secret, and that no delay is negative.
+func (c CallbackSettings) Validate() error {
+	var errs []error
+	if c.URL != "" {
+		u, err := url.Parse(c.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("callback URL %q: want http(s)://host/path", c.URL))
+		}
+		if c.AppSecret == "" {
+			errs = append(errs, errors.New("a callback URL needs an app secret to sign with"))
+		}
+	}
+	if c.SentDelay < 0 || c.DeliveredDelay < 0 || c.ReadDelay < 0 {
+		errs = append(errs, errors.New("callback delays must not be negative"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("whatsappsim: callbacks: %w", err)
+	}
+	return nil
+}
+
+// SetCallbacks replaces where and when status webhooks go. Statuses
+// already queued go to the new URL.
+func (s *Sim) SetCallbacks(c CallbackSettings) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	s.cbSet.Store(&c)
+	return nil
+}
+
+// CallbackSettings returns the current callback settings.
+func (s *Sim) CallbackSettings() CallbackSettings { return *s.cbSet.Load() }
+
+// Reset clears what was received (messages, counts, statistics, the pair
+// limiter, queued statuses), refills every throughput bucket, and puts the
+// faults and callback settings back to the configuration's. Accounts and
+// templates stay: they are set-up, not state.
+func (s *Sim) Reset() {
+	s.cb.reset()
+	s.rec.reset()
+	s.pairs.reset()
+	for _, a := range *s.accounts.Load() {
+		a.bucket.refill()
+	}
+	_ = s.SetFaults(s.cfg.Faults)
+	_ = s.SetCallbacks(s.cfg.Callbacks.CallbackSettings)
+	s.counts.reset()
+}
+
+// idGen makes unique wamids: a random per-process prefix, so that ids stay
+// unique across restarts, and a counter.
+type idGen struct {
+	prefix string
+	n      atomic.Uint64
+}
+
+func (g *idGen) init() error {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return fmt.Errorf("whatsappsim: random id prefix: %w", err)
+	}
+	g.prefix = "wamid.HBgSIM" + strings.ToUpper(hex.EncodeToString(b[:])) + "_"
+	return nil
+}
+
+func (g *idGen) next() string {
+	return g.prefix + strconv.FormatUint(g.n.Add(1), 36)
+}
+
+// trace is an fbtrace_id: opaque, different on every answer.
+func (g *idGen) trace() string {
+	return "Sim" + strconv.FormatUint(mrand.Uint64(), 36)
+}
+
+// sleep waits d unless the request or the simulator ends first.
+func (s *Sim) sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-s.closing:
+	}
+	return false
+}
