@@ -517,13 +517,15 @@ func (e *engine) send(acct catalog.MessagingAccount, m claimed) outcome {
 
 // failure turns a failed attempt into a retry with backoff or, for a
 // permanent error or the last attempt, a failure with the provider's code.
+// A message that cannot be rendered (a missing parameter) is permanent and
+// its title says which part is missing.
 func (e *engine) failure(o outcome, m claimed, err error) outcome {
 	o.at = e.now()
-	class, floor := classify(err)
+	class := whatsapp.Classify(err)
+	var floor time.Duration
 	var pe *whatsapp.Error
 	if errors.As(err, &pe) {
-		o.code = pe.Code
-		o.title = pe.Title
+		o.code, o.title, floor = pe.Code, pe.Title, pe.RetryAfter
 		if o.title == "" {
 			o.title = pe.Message
 		}
@@ -535,24 +537,13 @@ func (e *engine) failure(o outcome, m claimed, err error) outcome {
 		o.kind = kindFailed
 		if class != whatsapp.Permanent {
 			e.log.Info("message failed after its last attempt", zap.Int64("message_id", m.id),
-				zap.Int("attempts", attempt), zap.Int("code", o.code))
+				zap.Int("attempts", attempt), zap.Int("code", o.code), zap.Stringer("class", class))
 		}
 		return o
 	}
 	o.kind = kindRetry
 	o.notBefore = o.at.Add(max(Backoff(e.cfg.BackoffBase, e.cfg.BackoffCap, attempt), floor))
 	return o
-}
-
-// classify says what to do about a send error and the shortest wait before
-// retrying it. A provider answer carries its class; anything else (the call
-// may not have reached the provider) is retryable.
-func classify(err error) (whatsapp.Class, time.Duration) {
-	var pe *whatsapp.Error
-	if errors.As(err, &pe) && pe.Class != 0 {
-		return pe.Class, pe.RetryAfter
-	}
-	return whatsapp.Retryable, 0
 }
 
 // Backoff is the wait before retry number attempt (1 after the first

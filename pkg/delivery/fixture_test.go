@@ -92,7 +92,7 @@ func newFixture(t testing.TB) *fixture {
 	f := &fixture{t: t, ctx: ctx, dbURL: url, pool: pool, cat: catalog.NewStore(pool, box),
 		clock: newTestClock(time.Date(2025, 6, 2, 12, 0, 0, 0, time.UTC))}
 	f.company = f.newCompany("acme")
-	f.acct = f.newAccount(f.company.ID, nil, "UTC", 80)
+	f.acct = f.newAccount(f.company.ID, nil, "UTC", 2000)
 	f.tpl = f.newTemplate(f.company.ID, whatsapp.Template{
 		Name: "order_update", Language: "en_US",
 		BodyParameters: []whatsapp.Binding{{Source: "first_name", Default: "there"}, {Source: "variable", Name: "order", Default: "-"}},

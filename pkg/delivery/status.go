@@ -8,20 +8,38 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 )
 
-// StatusUpdate is one status of a sent message, as the provider's webhook
-// reports it (entry[].changes[].value.statuses[]).
-type StatusUpdate struct {
-	// ProviderMessageID is the wamid the send answered with.
-	ProviderMessageID string
-	// Status is sent, delivered, read or failed; others are ignored.
-	Status string
-	// ErrorCode and ErrorTitle come with failed.
-	ErrorCode  int
-	ErrorTitle string
-	// Timestamp is when it happened at the provider.
-	Timestamp time.Time
+// statusRow is one status update as the SQL takes it; provider callbacks
+// (whatsapp.StatusUpdate) and backlogged rows both become these.
+type statusRow struct {
+	wamid  string
+	status string
+	code   int
+	title  string
+	at     time.Time
+}
+
+// rowsOf turns webhook statuses into rows; a failed one carries its first
+// error, and a status without a readable time takes the receipt time.
+func rowsOf(updates []whatsapp.StatusUpdate, now time.Time) []statusRow {
+	out := make([]statusRow, 0, len(updates))
+	for _, u := range updates {
+		r := statusRow{wamid: u.MessageID, status: string(u.Status), at: u.Timestamp}
+		if r.at.IsZero() {
+			r.at = now
+		}
+		if len(u.Errors) > 0 {
+			r.code, r.title = u.Errors[0].Code, u.Errors[0].Title
+			if r.title == "" {
+				r.title = u.Errors[0].Message
+			}
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // ApplyResult says what ApplyStatuses did.
@@ -78,36 +96,24 @@ WITH u AS (
 )
 SELECT (SELECT count(*) FROM upd), (SELECT count(*) FROM back)`
 
-type statusArrays struct {
-	wamids, statuses, titles []string
-	codes                    []*int32
-	ats                      []time.Time
-}
-
-func toArrays(updates []StatusUpdate) statusArrays {
-	a := statusArrays{
-		wamids: make([]string, len(updates)), statuses: make([]string, len(updates)),
-		titles: make([]string, len(updates)), codes: make([]*int32, len(updates)), ats: make([]time.Time, len(updates)),
-	}
-	for i, u := range updates {
-		a.wamids[i], a.statuses[i], a.titles[i], a.ats[i] = u.ProviderMessageID, u.Status, u.ErrorTitle, u.Timestamp
-		if u.ErrorCode != 0 {
-			c := int32(u.ErrorCode)
-			a.codes[i] = &c
-		}
-	}
-	return a
-}
-
-func applyStatuses(ctx context.Context, db DB, updates []StatusUpdate, now time.Time, backlog bool) (ApplyResult, error) {
+func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, backlog bool) (ApplyResult, error) {
 	var res ApplyResult
-	if len(updates) == 0 {
+	if len(rows) == 0 {
 		return res, nil
 	}
-	a := toArrays(updates)
-	if err := db.QueryRow(ctx, applyStatusesSQL, a.wamids, a.statuses, a.codes, a.titles, a.ats, now, backlog).
+	n := len(rows)
+	wamids, statuses, titles := make([]string, n), make([]string, n), make([]string, n)
+	codes, ats := make([]*int32, n), make([]time.Time, n)
+	for i, r := range rows {
+		wamids[i], statuses[i], titles[i], ats[i] = r.wamid, r.status, r.title, r.at
+		if r.code != 0 {
+			c := int32(r.code)
+			codes[i] = &c
+		}
+	}
+	if err := db.QueryRow(ctx, applyStatusesSQL, wamids, statuses, codes, titles, ats, now, backlog).
 		Scan(&res.Applied, &res.Backlogged); err != nil {
-		return ApplyResult{}, fmt.Errorf("apply %d statuses: %w", len(updates), err)
+		return ApplyResult{}, fmt.Errorf("apply %d statuses: %w", n, err)
 	}
 	return res, nil
 }
@@ -119,13 +125,13 @@ func applyStatuses(ctx context.Context, db DB, updates []StatusUpdate, now time.
 // provider can call back before the dispatcher commits its send) is kept in
 // provider_status_backlog and applied when the dispatcher records the wamid.
 // now is the receipt time.
-func ApplyStatuses(ctx context.Context, db DB, updates []StatusUpdate, now time.Time) (ApplyResult, error) {
-	return applyStatuses(ctx, db, updates, now, true)
+func ApplyStatuses(ctx context.Context, db DB, updates []whatsapp.StatusUpdate, now time.Time) (ApplyResult, error) {
+	return applyStatuses(ctx, db, rowsOf(updates, now), now, true)
 }
 
 // takeBacklog removes and returns the backlogged statuses of wamids that
 // are now recorded (all of them, or only those in wamids when it is not nil).
-func takeBacklog(ctx context.Context, db DB, wamids []string) ([]StatusUpdate, error) {
+func takeBacklog(ctx context.Context, db DB, wamids []string) ([]statusRow, error) {
 	var rows pgx.Rows
 	var err error
 	if wamids == nil {
@@ -141,9 +147,9 @@ func takeBacklog(ctx context.Context, db DB, wamids []string) ([]StatusUpdate, e
 	if err != nil {
 		return nil, fmt.Errorf("take status backlog: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StatusUpdate, error) {
-		var u StatusUpdate
-		err := r.Scan(&u.ProviderMessageID, &u.Status, &u.ErrorCode, &u.ErrorTitle, &u.Timestamp)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (statusRow, error) {
+		var u statusRow
+		err := r.Scan(&u.wamid, &u.status, &u.code, &u.title, &u.at)
 		return u, err
 	})
 	if err != nil {

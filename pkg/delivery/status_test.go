@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 )
 
 func newTestEngine(t *testing.T, f *fixture, lane Lane) *engine {
@@ -49,14 +51,15 @@ func TestApplyStatusesNeverMovesBackwards(t *testing.T) {
 	f.exec(`UPDATE messages SET state = 'sent', provider_message_id = 'wamid.' || seq, sent_at = $2 WHERE batch_id = $1`, b.BatchId, f.clock.Now())
 	msgs := f.messages(b.BatchId)
 	at := f.clock.Now()
-	st := func(w, s string, d time.Duration) StatusUpdate {
-		return StatusUpdate{ProviderMessageID: w, Status: s, Timestamp: at.Add(d)}
+	st := func(w, s string, d time.Duration) whatsapp.StatusUpdate {
+		return whatsapp.StatusUpdate{MessageID: w, Status: whatsapp.Status(s), Timestamp: at.Add(d)}
 	}
-	res, err := ApplyStatuses(f.ctx, f.pool, []StatusUpdate{
+	res, err := ApplyStatuses(f.ctx, f.pool, []whatsapp.StatusUpdate{
 		// 0: read arrives before delivered, in one call.
 		st("wamid.0", "read", 2*time.Second), st("wamid.0", "delivered", time.Second),
 		// 1: failed with the provider's code.
-		{ProviderMessageID: "wamid.1", Status: "failed", ErrorCode: 131026, ErrorTitle: "Message undeliverable", Timestamp: at},
+		{MessageID: "wamid.1", Status: whatsapp.StatusFailed, Timestamp: at,
+			Errors: []whatsapp.StatusError{{Code: 131026, Title: "Message undeliverable"}}},
 		// 2: delivered.
 		st("wamid.2", "delivered", time.Second),
 		// 3: a status the dispatcher does not track.
@@ -71,7 +74,7 @@ func TestApplyStatusesNeverMovesBackwards(t *testing.T) {
 		t.Fatalf("result = %+v", res)
 	}
 	// Later callbacks that would move backwards change nothing.
-	res, err = ApplyStatuses(f.ctx, f.pool, []StatusUpdate{
+	res, err = ApplyStatuses(f.ctx, f.pool, []whatsapp.StatusUpdate{
 		st("wamid.0", "delivered", 3*time.Second), st("wamid.0", "sent", 0), st("wamid.0", "failed", 0),
 		st("wamid.2", "failed", 0), st("wamid.2", "sent", 0),
 	}, at)
@@ -79,7 +82,7 @@ func TestApplyStatusesNeverMovesBackwards(t *testing.T) {
 		t.Fatalf("backwards = %+v, %v", res, err)
 	}
 	// A delivery after failed wins (the device answered); the error stays as a note.
-	if res, err = ApplyStatuses(f.ctx, f.pool, []StatusUpdate{st("wamid.1", "delivered", 5*time.Second)}, at); err != nil || res.Applied != 1 {
+	if res, err = ApplyStatuses(f.ctx, f.pool, []whatsapp.StatusUpdate{st("wamid.1", "delivered", 5*time.Second)}, at); err != nil || res.Applied != 1 {
 		t.Fatalf("delivered after failed = %+v, %v", res, err)
 	}
 	want := []State{StateRead, StateDelivered, StateDelivered, StateSent, StateSent}
@@ -132,7 +135,7 @@ func TestRecorderAppliesEarlyCallbacksAndCompletesBatches(t *testing.T) {
 	}
 	// The provider calls back before the dispatcher records the send.
 	wamid := fmt.Sprintf("wamid.%d", claimedMsgs[0].id)
-	if res, err := ApplyStatuses(f.ctx, f.pool, []StatusUpdate{{ProviderMessageID: wamid, Status: "delivered", Timestamp: f.clock.Now()}}, f.clock.Now()); err != nil || res.Backlogged != 1 {
+	if res, err := ApplyStatuses(f.ctx, f.pool, []whatsapp.StatusUpdate{{MessageID: wamid, Status: whatsapp.StatusDelivered, Timestamp: f.clock.Now()}}, f.clock.Now()); err != nil || res.Backlogged != 1 {
 		t.Fatalf("early callback = %+v, %v", res, err)
 	}
 	at := f.clock.Now()
