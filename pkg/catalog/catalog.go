@@ -120,6 +120,21 @@ type Automation struct {
 	CreatedAt        time.Time `json:"created_at"`
 }
 
+// ReservedConnectorNames cannot name a connector: they are the first path
+// segments of the public API's own routes under /api, which gin prefers to
+// /api/<connector>/send. The database refuses them too (migration 00005).
+var ReservedConnectorNames = []string{"automations", "batch", "batches", "campaigns", "docs", "segments"}
+
+// ReservedConnectorName reports whether name is one of ReservedConnectorNames.
+func ReservedConnectorName(name string) bool {
+	for _, r := range ReservedConnectorNames {
+		if r == name {
+			return true
+		}
+	}
+	return false
+}
+
 // Connector is a third-party integration of a company. A send through it
 // triggers its target automation or sends its target campaign.
 type Connector struct {

@@ -131,3 +131,25 @@ func TestCatalogIsScopedByCompany(t *testing.T) {
 		t.Fatal("connector still connected")
 	}
 }
+
+func TestReservedConnectorNames(t *testing.T) {
+	ctx := context.Background()
+	_, pool := storetest.NewDatabase(t)
+	s := catalog.NewStore(pool, nil)
+	co, err := s.CreateCompany(ctx, catalog.NewCompany{Slug: "acme", Name: "Acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range catalog.ReservedConnectorNames {
+		if _, err := s.CreateConnector(ctx, catalog.NewConnector{CompanyID: co.ID, Name: name}); !errors.Is(err, catalog.ErrInvalid) {
+			t.Fatalf("connector %q: %v, want ErrInvalid", name, err)
+		}
+		// The database refuses them too, whoever writes.
+		if _, err := pool.Exec(ctx, `INSERT INTO connectors (company_id, name) VALUES ($1, $2)`, co.ID, name); err == nil {
+			t.Fatalf("the database took the reserved connector name %q", name)
+		}
+	}
+	if _, err := s.CreateConnector(ctx, catalog.NewConnector{CompanyID: co.ID, Name: "campaigns-sync"}); err != nil {
+		t.Fatalf("a name that only starts with a reserved one: %v", err)
+	}
+}

@@ -481,8 +481,12 @@ func scanConnector(row pgx.Row) (Connector, error) {
 	return c, err
 }
 
-// CreateConnector adds a connector; its target must belong to the company.
+// CreateConnector adds a connector; its target must belong to the company,
+// and its name must not be reserved (ErrInvalid).
 func (s *Store) CreateConnector(ctx context.Context, n NewConnector) (Connector, error) {
+	if ReservedConnectorName(n.Name) {
+		return Connector{}, fmt.Errorf("create connector %s: %w: the name is reserved for the API's own routes", n.Name, ErrInvalid)
+	}
 	c, err := scanConnector(s.pool.QueryRow(ctx, `
 		INSERT INTO connectors (company_id, name, connected, target_automation_id, target_campaign_id)
 		SELECT $1, $2, $3, $4, $5

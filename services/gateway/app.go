@@ -26,6 +26,7 @@ import (
 	"github.com/parleyhq/parley/services/gateway/internal/httpapi"
 	"github.com/parleyhq/parley/services/gateway/internal/idempotency"
 	"github.com/parleyhq/parley/services/gateway/internal/lookup"
+	"github.com/parleyhq/parley/services/gateway/internal/segments"
 	"github.com/parleyhq/parley/services/gateway/internal/sends"
 	"github.com/parleyhq/parley/services/gateway/internal/ttlcache"
 )
@@ -109,6 +110,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	idem := idempotency.New(rdb, cfg.Redis.KeyPrefix, cfg.IdempotencyRetention, time.Minute)
 
 	records := deliveryRecords{pool: pool, now: now}
+	segs := segments.NewStore(pool, now)
 	if cfg.WebhookAppSecret == "parley-local-webhook-secret" {
 		log.Warn("PARLEY_WEBHOOK_APP_SECRET is the local development secret: set the Meta app secret in production")
 	}
@@ -122,10 +124,11 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	}, httpapi.Deps{
 		Auth:        authn,
 		Limiter:     limiter,
-		Sends:       sends.New(cat, pub, recorder, cfg.NATS, now),
+		Sends:       sends.New(cat, segs, pub, recorder, cfg.NATS, now),
 		Idempotency: idem,
 		Batches:     records,
 		Statuses:    records,
+		Segments:    segs,
 		Metrics:     probe.Registry(),
 		Log:         log,
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -42,6 +43,10 @@ func connectorsCreateCmd(e *env) *cobra.Command {
 	c.RunE = run(func(ctx context.Context, _ []string) error {
 		if !connectorNameRe.MatchString(name) {
 			return usagef("--name %q: the path segment of /api/<name>/send: a-z, 0-9, '-' and '_'", name)
+		}
+		if catalog.ReservedConnectorName(name) {
+			return usagef("--name %q is reserved: /api/%s/... is one of the API's own routes (reserved: %s)",
+				name, name, strings.Join(catalog.ReservedConnectorNames, ", "))
 		}
 		n := catalog.NewConnector{Name: name, Connected: connected}
 		if c.Flags().Changed("automation") {

@@ -10,14 +10,15 @@ import (
 
 // The bodies of the spec's section 7, and the few the spec leaves to us.
 const (
-	msgInvalidKey     = "Invalid API key"
-	msgSubscription   = "Subscription required"
-	msgNotProvisioned = "Workspace not provisioned: finish setting up your Parley workspace before using the API"
-	msgInternal       = "Internal server error"
-	msgUnavailable    = "Service temporarily unavailable: the send was not queued and nothing was accepted; retry with backoff"
-	msgBadBody        = "There was an error parsing the body"
-	msgNotFound       = "Not Found"
-	msgMethod         = "Method Not Allowed"
+	msgInvalidKey      = "Invalid API key"
+	msgSubscription    = "Subscription required"
+	msgNotProvisioned  = "Workspace not provisioned: finish setting up your Parley workspace before using the API"
+	msgInternal        = "Internal server error"
+	msgUnavailable     = "Service temporarily unavailable: the send was not queued and nothing was accepted; retry with backoff"
+	msgBadBody         = "There was an error parsing the body"
+	msgNotFound        = "Not Found"
+	msgMethod          = "Method Not Allowed"
+	msgSegmentNotFound = "Segment not found"
 )
 
 var jsonContentType = []string{"application/json"}

@@ -33,6 +33,7 @@ type Deps struct {
 	Idempotency Idempotency
 	Batches     BatchReader
 	Statuses    StatusSink
+	Segments    Segments
 	Metrics     prometheus.Registerer
 	Log         *zap.Logger
 }
@@ -44,13 +45,14 @@ type handlers struct {
 	idem     Idempotency
 	batches  BatchReader
 	statuses StatusSink
+	segments Segments
 	log      *zap.Logger
 }
 
 // New returns the gateway's handler for everything but the probes.
 func New(cfg Config, d Deps) http.Handler {
 	h := &handlers{cfg: cfg, webhook: cfg.Webhook, sends: d.Sends, idem: d.Idempotency,
-		batches: d.Batches, statuses: d.Statuses, log: d.Log}
+		batches: d.Batches, statuses: d.Statuses, segments: d.Segments, log: d.Log}
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
@@ -64,6 +66,13 @@ func New(cfg Config, d Deps) http.Handler {
 	}
 	api(RouteCampaignSend, h.sendCampaign)
 	api(RouteAutomationSend, h.triggerAutomation)
+	api(RouteSegmentCreate, h.createSegment)
+	api(RouteSegmentContacts, h.addSegmentContacts)
+	api(RouteBatchSend, h.sendBatch)
+	// gin prefers a static segment to this parameter whatever the order of
+	// registration: /api/campaigns/send and the others stay theirs, and
+	// their first segments are reserved connector names (catalog).
+	api(RouteConnectorSend, h.sendViaConnector)
 	api(RouteBatchStatus, h.batchStatus)
 
 	// The provider's callbacks: authenticated by their signature, not a key.

@@ -19,12 +19,15 @@ const ctxBatchID = "parley.batch_id"
 type Sender interface {
 	SendCampaign(ctx context.Context, m sends.Meta, req sends.CampaignSend) (sends.Accepted, error)
 	TriggerAutomation(ctx context.Context, m sends.Meta, req sends.AutomationTrigger) (sends.Accepted, error)
+	SendBatch(ctx context.Context, m sends.Meta, req sends.BatchSend) (sends.Accepted, error)
+	SendViaConnector(ctx context.Context, m sends.Meta, connector string, req sends.ConnectorSend) (sends.Accepted, error)
 }
 
 // Idempotency keeps Idempotency-Key records (nil disables the header).
 type Idempotency interface {
 	Begin(ctx context.Context, companyID int64, route, key, fingerprint string) (idempotency.Decision, idempotency.Record, *idempotency.Claim, error)
 	Complete(ctx context.Context, c *idempotency.Claim, batchID string, contacts int) error
+	CompleteAnswer(ctx context.Context, c *idempotency.Claim, status int, body []byte) error
 	Doubt(ctx context.Context, c *idempotency.Claim, batchID string) error
 	Release(ctx context.Context, c *idempotency.Claim) error
 }
@@ -46,6 +49,49 @@ func readBody(c *gin.Context, max int64) ([]byte, bool) {
 	return body, true
 }
 
+// claimKey handles the Idempotency-Key header before the body is looked
+// at: an invalid key (422), a replay of the first answer, a duplicate in
+// flight (409) or a key reused with another body (422) are answered here
+// (done true). Otherwise claim is the request's hold on the key (nil when
+// the header is absent), which the caller must settle.
+func (h *handlers) claimKey(c *gin.Context, route Route, companyID int64, body []byte) (claim *idempotency.Claim, done bool) {
+	raw := c.GetHeader("Idempotency-Key")
+	if raw == "" || h.idem == nil {
+		return nil, false
+	}
+	key := idempotency.Normalize(raw)
+	if !idempotency.ValidKey(key) {
+		abortProblems(c, []problem{{Type: "idempotency_key_invalid", Loc: []any{"header", "Idempotency-Key"},
+			Msg: "Idempotency-Key should be 1 to 255 visible ASCII characters", Input: raw}})
+		return nil, true
+	}
+	decision, rec, cl, err := h.idem.Begin(c.Request.Context(), companyID, route.Name, key, idempotency.Fingerprint(body))
+	if err != nil {
+		h.log.Error("idempotency store unavailable", zap.Error(err))
+		abortUnavailable(c)
+		return nil, true
+	}
+	switch decision {
+	case idempotency.Replay:
+		c.Header("Idempotent-Replayed", "true")
+		if rec.Status != 0 {
+			writeJSON(c, rec.Status, []byte(rec.Body))
+			return nil, true
+		}
+		c.Set(ctxBatchID, rec.BatchID)
+		writeJSON(c, http.StatusAccepted, appendAccepted(nil, rec.BatchID, rec.Contacts))
+		return nil, true
+	case idempotency.Busy:
+		abortDetail(c, http.StatusConflict, "A request with this Idempotency-Key is still being processed; retry later")
+		return nil, true
+	case idempotency.Mismatch:
+		abortProblems(c, []problem{{Type: "idempotency_key_reused", Loc: []any{"header", "Idempotency-Key"},
+			Msg: "This Idempotency-Key was already used with a different request body", Input: key}})
+		return nil, true
+	}
+	return cl, false
+}
+
 // accept is the flow every send endpoint shares after auth and limits:
 // idempotency, schema validation (422), the use case (404, 422, 503), 202.
 func accept[T any](h *handlers, c *gin.Context, route Route,
@@ -60,36 +106,12 @@ func accept[T any](h *handlers, c *gin.Context, route Route,
 	meta := sends.Meta{CompanyID: p.CompanyID, Source: "api:" + route.Name}
 	ctx := c.Request.Context()
 
-	var claim *idempotency.Claim
-	if raw := c.GetHeader("Idempotency-Key"); raw != "" && h.idem != nil {
-		key := idempotency.Normalize(raw)
-		if !idempotency.ValidKey(key) {
-			abortProblems(c, []problem{{Type: "idempotency_key_invalid", Loc: []any{"header", "Idempotency-Key"},
-				Msg: "Idempotency-Key should be 1 to 255 visible ASCII characters", Input: raw}})
-			return
-		}
-		decision, rec, cl, err := h.idem.Begin(ctx, p.CompanyID, route.Name, key, idempotency.Fingerprint(body))
-		if err != nil {
-			h.log.Error("idempotency store unavailable", zap.Error(err))
-			abortUnavailable(c)
-			return
-		}
-		switch decision {
-		case idempotency.Replay:
-			c.Set(ctxBatchID, rec.BatchID)
-			c.Header("Idempotent-Replayed", "true")
-			writeJSON(c, http.StatusAccepted, appendAccepted(nil, rec.BatchID, rec.Contacts))
-			return
-		case idempotency.Busy:
-			abortDetail(c, http.StatusConflict, "A request with this Idempotency-Key is still being processed; retry later")
-			return
-		case idempotency.Mismatch:
-			abortProblems(c, []problem{{Type: "idempotency_key_reused", Loc: []any{"header", "Idempotency-Key"},
-				Msg: "This Idempotency-Key was already used with a different request body", Input: key}})
-			return
-		}
-		claim = cl
-		meta.IdempotencyKey, meta.BatchID = key, cl.BatchID
+	claim, done := h.claimKey(c, route, p.CompanyID, body)
+	if done {
+		return
+	}
+	if claim != nil {
+		meta.IdempotencyKey, meta.BatchID = idempotencyKey(c), claim.BatchID
 	}
 	// Whatever happens below, a claim must not stay in flight.
 	settled := false
@@ -116,7 +138,9 @@ func accept[T any](h *handlers, c *gin.Context, route Route,
 			h.settle(context.WithoutCancel(ctx), func(ctx context.Context) error { return h.idem.Complete(ctx, claim, acc.BatchID, acc.Contacts) })
 		}
 		writeJSON(c, http.StatusAccepted, appendAccepted(make([]byte, 0, 96), acc.BatchID, acc.Contacts))
-	case errors.Is(err, sends.ErrCampaignNotFound), errors.Is(err, sends.ErrAutomationNotFound):
+	case errors.Is(err, sends.ErrCampaignNotFound), errors.Is(err, sends.ErrAutomationNotFound),
+		errors.Is(err, sends.ErrSegmentNotFound), errors.Is(err, sends.ErrTemplateNotFound),
+		errors.Is(err, sends.ErrAccountNotFound), errors.Is(err, sends.ErrConnectorNotConnected):
 		abortDetail(c, http.StatusNotFound, err.Error())
 	case errors.As(err, &cfgErr):
 		abortProblems(c, fromSends(cfgErr.Problems))
@@ -132,6 +156,11 @@ func accept[T any](h *handlers, c *gin.Context, route Route,
 		h.log.Error("send failed", zap.String("route", route.Name), zap.Error(err))
 		abortDetail(c, http.StatusInternalServerError, msgInternal)
 	}
+}
+
+// idempotencyKey is the request's normalised Idempotency-Key.
+func idempotencyKey(c *gin.Context) string {
+	return idempotency.Normalize(c.GetHeader("Idempotency-Key"))
 }
 
 // settle finishes an idempotency claim; failing to is logged, not answered:
@@ -150,4 +179,19 @@ func (h *handlers) sendCampaign(c *gin.Context) {
 
 func (h *handlers) triggerAutomation(c *gin.Context) {
 	accept(h, c, RouteAutomationSend, decodeAutomationTrigger, h.sends.TriggerAutomation)
+}
+
+func (h *handlers) sendBatch(c *gin.Context) {
+	accept(h, c, RouteBatchSend, decodeBatchSend, h.sends.SendBatch)
+}
+
+// sendViaConnector serves POST /api/{connector}/send. Its batches record
+// the connector as their source ("connector:shopify").
+func (h *handlers) sendViaConnector(c *gin.Context) {
+	name := c.Param("connector")
+	accept(h, c, RouteConnectorSend, decodeConnectorSend,
+		func(ctx context.Context, m sends.Meta, req sends.ConnectorSend) (sends.Accepted, error) {
+			m.Source = sends.ConnectorSource(name)
+			return h.sends.SendViaConnector(ctx, m, name, req)
+		})
 }

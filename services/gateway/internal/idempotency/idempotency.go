@@ -1,9 +1,10 @@
-// Package idempotency keeps the Idempotency-Key records of the send
-// endpoints in Redis, with the semantics of the IETF draft
-// "The Idempotency-Key HTTP Header Field":
+// Package idempotency keeps the Idempotency-Key records of the public
+// endpoints that change something in Redis, with the semantics of the IETF
+// draft "The Idempotency-Key HTTP Header Field":
 //
 //   - the same key with the same body within the retention (24 h) replays the
-//     first 202 (same batch id) and publishes nothing;
+//     first answer (a send's 202 with the same batch id, a segment's 201 or
+//     200) and does nothing again;
 //   - the same key with a different body is refused (422);
 //   - a duplicate that arrives while the first is still being processed is
 //     refused (409).
@@ -52,6 +53,10 @@ type Record struct {
 	Token       string `json:"t,omitempty"`
 	BatchID     string `json:"b,omitempty"`
 	Contacts    int    `json:"c,omitempty"`
+	// Status and Body are the stored answer of an endpoint that does not
+	// answer a send's 202 (Status 0: the 202 of BatchID and Contacts).
+	Status int    `json:"st,omitempty"`
+	Body   string `json:"bd,omitempty"`
 }
 
 // Store keeps records under a key prefix.
@@ -183,6 +188,13 @@ return 1
 // Complete stores the 202 so that retries replay it.
 func (s *Store) Complete(ctx context.Context, c *Claim, batchID string, contacts int) error {
 	rec, _ := json.Marshal(Record{State: "done", Fingerprint: c.fp, BatchID: batchID, Contacts: contacts})
+	return s.finish(ctx, c, string(rec))
+}
+
+// CompleteAnswer stores an answer other than a send's 202 (a segment's 201
+// or 200) so that retries replay it.
+func (s *Store) CompleteAnswer(ctx context.Context, c *Claim, status int, body []byte) error {
+	rec, _ := json.Marshal(Record{State: "done", Fingerprint: c.fp, Status: status, Body: string(body)})
 	return s.finish(ctx, c, string(rec))
 }
 

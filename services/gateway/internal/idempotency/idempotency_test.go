@@ -107,3 +107,21 @@ func TestKeyRules(t *testing.T) {
 		}
 	}
 }
+
+func TestCompleteAnswerReplaysIt(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	fp := idempotency.Fingerprint([]byte(`{"name":"VIP"}`))
+	d, _, claim, err := s.Begin(ctx, 1, "segments_create", "k", fp)
+	if err != nil || d != idempotency.Proceed {
+		t.Fatal(d, err)
+	}
+	body := []byte(`{"id":7,"name":"VIP","contacts":0,"created_at":"2030-01-02T03:04:05Z"}`)
+	if err := s.CompleteAnswer(ctx, claim, 201, body); err != nil {
+		t.Fatal(err)
+	}
+	d, rec, _, err := s.Begin(ctx, 1, "segments_create", "k", fp)
+	if err != nil || d != idempotency.Replay || rec.Status != 201 || rec.Body != string(body) || rec.BatchID != "" {
+		t.Fatalf("replay: %v %+v %v", d, rec, err)
+	}
+}

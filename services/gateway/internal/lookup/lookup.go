@@ -1,6 +1,7 @@
 // Package lookup is the gateway's cached view of the catalog records a send
-// names: campaigns and automations, read through a short TTL and dropped at
-// once when a change is broadcast.
+// names: campaigns, automations, templates, messaging accounts and
+// connectors, read through a short TTL and dropped at once when a change is
+// broadcast (templates and accounts have no broadcast: the TTL bounds them).
 package lookup
 
 import (
@@ -24,10 +25,18 @@ type result[V any] struct {
 	value V
 }
 
-// Catalog reads campaigns and automations for the send endpoints.
+type named struct {
+	companyID int64
+	name      string
+}
+
+// Catalog reads what the send endpoints name, scoped by company.
 type Catalog struct {
 	campaigns   *ttlcache.Cache[scoped, result[catalog.Campaign]]
 	automations *ttlcache.Cache[scoped, result[catalog.Automation]]
+	templates   *ttlcache.Cache[scoped, result[catalog.Template]]
+	accounts    *ttlcache.Cache[scoped, result[catalog.MessagingAccount]]
+	connectors  *ttlcache.Cache[named, result[catalog.Connector]]
 }
 
 // New returns a cached catalog over store.
@@ -39,7 +48,27 @@ func New(store *catalog.Store, cfg ttlcache.Config, now func() time.Time) *Catal
 		automations: ttlcache.New(cfg, now, func(ctx context.Context, k scoped) (result[catalog.Automation], error) {
 			return wrap(store.Automation(ctx, k.companyID, k.id))
 		}),
+		templates: ttlcache.New(cfg, now, func(ctx context.Context, k scoped) (result[catalog.Template], error) {
+			t, err := store.Template(ctx, k.id)
+			return wrap(owned(t, t.CompanyID, k.companyID, err))
+		}),
+		accounts: ttlcache.New(cfg, now, func(ctx context.Context, k scoped) (result[catalog.MessagingAccount], error) {
+			a, err := store.MessagingAccount(ctx, k.id)
+			return wrap(owned(a, a.CompanyID, k.companyID, err))
+		}),
+		connectors: ttlcache.New(cfg, now, func(ctx context.Context, k named) (result[catalog.Connector], error) {
+			return wrap(store.Connector(ctx, k.companyID, k.name))
+		}),
 	}
+}
+
+// owned turns another company's record into ErrNotFound.
+func owned[V any](v V, owner, companyID int64, err error) (V, error) {
+	if err == nil && owner != companyID {
+		var zero V
+		return zero, catalog.ErrNotFound
+	}
+	return v, err
 }
 
 // wrap caches "not found" as a value so that unknown ids are not looked up
@@ -54,9 +83,9 @@ func wrap[V any](v V, err error) (result[V], error) {
 	return result[V]{found: true, value: v}, nil
 }
 
-func get[V any](ctx context.Context, c *ttlcache.Cache[scoped, result[V]], companyID, id int64) (V, error) {
+func get[K comparable, V any](ctx context.Context, c *ttlcache.Cache[K, result[V]], k K) (V, error) {
 	var zero V
-	e, _, err := c.Get(ctx, scoped{companyID, id})
+	e, _, err := c.Get(ctx, k)
 	if err != nil {
 		return zero, err
 	}
@@ -68,12 +97,29 @@ func get[V any](ctx context.Context, c *ttlcache.Cache[scoped, result[V]], compa
 
 // Campaign returns the company's campaign or ErrNotFound.
 func (c *Catalog) Campaign(ctx context.Context, companyID, id int64) (catalog.Campaign, error) {
-	return get(ctx, c.campaigns, companyID, id)
+	return get(ctx, c.campaigns, scoped{companyID, id})
 }
 
 // Automation returns the company's automation, whatever its state, or ErrNotFound.
 func (c *Catalog) Automation(ctx context.Context, companyID, id int64) (catalog.Automation, error) {
-	return get(ctx, c.automations, companyID, id)
+	return get(ctx, c.automations, scoped{companyID, id})
+}
+
+// Template returns the company's template or ErrNotFound.
+func (c *Catalog) Template(ctx context.Context, companyID, id int64) (catalog.Template, error) {
+	return get(ctx, c.templates, scoped{companyID, id})
+}
+
+// MessagingAccount returns the company's messaging account, connected or
+// not, or ErrNotFound.
+func (c *Catalog) MessagingAccount(ctx context.Context, companyID, id int64) (catalog.MessagingAccount, error) {
+	return get(ctx, c.accounts, scoped{companyID, id})
+}
+
+// Connector returns the company's connector by name, connected or not, or
+// ErrNotFound.
+func (c *Catalog) Connector(ctx context.Context, companyID int64, name string) (catalog.Connector, error) {
+	return get(ctx, c.connectors, named{companyID, name})
 }
 
 // Invalidate drops a changed record. A company change drops all its records
@@ -88,8 +134,15 @@ func (c *Catalog) Invalidate(inv bus.Invalidation) {
 		c.campaigns.DeleteFunc(func(k scoped, _ result[catalog.Campaign]) bool { return k.id == id })
 	case bus.KindAutomation:
 		c.automations.DeleteFunc(func(k scoped, _ result[catalog.Automation]) bool { return k.id == id })
+	case bus.KindConnector:
+		// Cached by name, announced by id: an unknown name (not found) may
+		// have just been created, so those go too.
+		c.connectors.DeleteFunc(func(_ named, r result[catalog.Connector]) bool { return !r.found || r.value.ID == id })
 	case bus.KindCompany:
 		c.campaigns.DeleteFunc(func(k scoped, _ result[catalog.Campaign]) bool { return k.companyID == id })
 		c.automations.DeleteFunc(func(k scoped, _ result[catalog.Automation]) bool { return k.companyID == id })
+		c.templates.DeleteFunc(func(k scoped, _ result[catalog.Template]) bool { return k.companyID == id })
+		c.accounts.DeleteFunc(func(k scoped, _ result[catalog.MessagingAccount]) bool { return k.companyID == id })
+		c.connectors.DeleteFunc(func(k named, _ result[catalog.Connector]) bool { return k.companyID == id })
 	}
 }

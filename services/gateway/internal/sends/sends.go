@@ -1,6 +1,7 @@
-// Package sends is the gateway's use case: accept a validated campaign send
-// or automation trigger for a company, check what it names, and hand it to
-// the dispatchers through the SENDS stream. It knows nothing of HTTP.
+// Package sends is the gateway's use case: accept a validated campaign send,
+// automation trigger, batch send or connector send for a company, check what
+// it names, and hand it to the dispatchers through the SENDS stream. It
+// knows nothing of HTTP.
 package sends
 
 import (
@@ -24,10 +25,18 @@ import (
 // (spec 4.1): the rest of a request are accepted by the schema but ignored.
 const MaxAutomationContacts = 50
 
-// Domain errors, turned into statuses at the HTTP edge.
+// Domain errors, turned into statuses at the HTTP edge (all 404s). Their
+// text is the answer's detail.
 var (
 	ErrCampaignNotFound   = errors.New("Campaign not found")
 	ErrAutomationNotFound = errors.New("Automation not found")
+	ErrSegmentNotFound    = errors.New("Segment not found")
+	ErrTemplateNotFound   = errors.New("Template not found")
+	ErrAccountNotFound    = errors.New("Messaging account not found")
+	// ErrConnectorNotConnected is a connector the company does not have, or
+	// has but not connected: the same answer, so that a caller cannot probe
+	// which connectors exist.
+	ErrConnectorNotConnected = errors.New("Connector not connected")
 	// ErrUnavailable: the stream did not take the batch; nothing was accepted.
 	ErrUnavailable = handoff.ErrUnavailable
 )
@@ -41,18 +50,45 @@ type Problem struct {
 	Input any
 }
 
-// ConfigError is an automation that cannot send as configured, or contacts
-// that lack its trigger variables (422).
+// ConfigError is an automation (or connector) that cannot send as
+// configured, contacts that lack its trigger variables, or a batch message
+// whose messaging account is disconnected (422).
 type ConfigError struct{ Problems []Problem }
 
 func (e *ConfigError) Error() string {
-	return fmt.Sprintf("automation cannot be triggered: %d problem(s), first: %s", len(e.Problems), e.Problems[0].Msg)
+	return fmt.Sprintf("cannot be sent as configured: %d problem(s), first: %s", len(e.Problems), e.Problems[0].Msg)
 }
 
-// Catalog is what the use case reads.
+// RefNotFoundError is a record named by one message of a batch send that
+// the company does not have. It unwraps to ErrCampaignNotFound,
+// ErrTemplateNotFound or ErrAccountNotFound; its text names the message.
+type RefNotFoundError struct {
+	Err   error
+	Index int
+	Field string
+	ID    int64
+}
+
+func (e *RefNotFoundError) Error() string {
+	return fmt.Sprintf("%s: messages[%d].%s", e.Err, e.Index, e.Field)
+}
+
+func (e *RefNotFoundError) Unwrap() error { return e.Err }
+
+// Catalog is what the use case reads. Every read is scoped by company:
+// another company's record is catalog.ErrNotFound.
 type Catalog interface {
 	Campaign(ctx context.Context, companyID, id int64) (catalog.Campaign, error)
 	Automation(ctx context.Context, companyID, id int64) (catalog.Automation, error)
+	Template(ctx context.Context, companyID, id int64) (catalog.Template, error)
+	MessagingAccount(ctx context.Context, companyID, id int64) (catalog.MessagingAccount, error)
+	Connector(ctx context.Context, companyID int64, name string) (catalog.Connector, error)
+}
+
+// Segments sizes a company's segment (catalog.ErrNotFound for another
+// company's or an unknown one).
+type Segments interface {
+	Size(ctx context.Context, companyID, segmentID int64) (int, error)
 }
 
 // Publisher puts a batch on the stream and returns once it is acknowledged.
@@ -68,6 +104,7 @@ type Recorder interface {
 // Service accepts sends.
 type Service struct {
 	catalog   Catalog
+	segments  Segments
 	publisher Publisher
 	recorder  Recorder
 	subjects  bus.Config
@@ -75,11 +112,11 @@ type Service struct {
 }
 
 // New returns the use case.
-func New(c Catalog, p Publisher, r Recorder, subjects bus.Config, now func() time.Time) *Service {
+func New(c Catalog, seg Segments, p Publisher, r Recorder, subjects bus.Config, now func() time.Time) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{catalog: c, publisher: p, recorder: r, subjects: subjects, now: now}
+	return &Service{catalog: c, segments: seg, publisher: p, recorder: r, subjects: subjects, now: now}
 }
 
 // Meta is what a request carries besides its body.
@@ -98,11 +135,13 @@ type Accepted struct {
 	Contacts int
 }
 
-// CampaignSend is a validated campaign send.
+// CampaignSend is a validated campaign send: to Contacts, or to the
+// members of SegmentID.
 type CampaignSend struct {
 	// CampaignID 0 (also what an integer beyond int64 decodes to) is no record.
 	CampaignID  int64
 	Contacts    []string
+	SegmentID   *int64
 	IsForced    bool
 	ScheduledAt *time.Time
 }
@@ -135,7 +174,11 @@ func NewBatchID() (string, error) {
 }
 
 // SendCampaign accepts a campaign send: the campaign must be the company's;
-// contacts are normalised to E.164 with '+' and de-duplicated in order.
+// contacts are normalised to E.164 with '+' and de-duplicated in order. A
+// send to a segment (which must be the company's too) counts the segment's
+// members now; the dispatcher expands the segment as it is then, so members
+// added or removed between acceptance and expansion are included or left
+// out.
 func (s *Service) SendCampaign(ctx context.Context, m Meta, req CampaignSend) (Accepted, error) {
 	if _, err := s.catalog.Campaign(ctx, m.CompanyID, req.CampaignID); err != nil {
 		if errors.Is(err, catalog.ErrNotFound) {
@@ -144,6 +187,19 @@ func (s *Service) SendCampaign(ctx context.Context, m Meta, req CampaignSend) (A
 		return Accepted{}, fmt.Errorf("load campaign %d: %w", req.CampaignID, err)
 	}
 	phones := dedupe(req.Contacts)
+	count := len(phones)
+	var segmentID int64
+	if req.SegmentID != nil {
+		segmentID = *req.SegmentID
+		size, err := s.segments.Size(ctx, m.CompanyID, segmentID)
+		if errors.Is(err, catalog.ErrNotFound) {
+			return Accepted{}, ErrSegmentNotFound
+		}
+		if err != nil {
+			return Accepted{}, fmt.Errorf("size segment %d: %w", segmentID, err)
+		}
+		count, phones = size, nil
+	}
 	now := s.now().UTC()
 	batchID, err := s.batchID(m)
 	if err != nil {
@@ -154,27 +210,35 @@ func (s *Service) SendCampaign(ctx context.Context, m Meta, req CampaignSend) (A
 		CompanyId:      m.CompanyID,
 		CampaignId:     req.CampaignID,
 		Phones:         phones,
+		SegmentId:      segmentID,
 		IsForced:       req.IsForced,
 		AcceptedAt:     timestamppb.New(now),
 		IdempotencyKey: m.IdempotencyKey,
 		Source:         m.Source,
 	}
-	var scheduled *time.Time
-	// A time in the past means now (spec 4.2: omitted is immediate).
-	if req.ScheduledAt != nil && req.ScheduledAt.After(now) {
-		t := req.ScheduledAt.UTC()
-		scheduled = &t
-		msg.ScheduledAt = timestamppb.New(t)
+	scheduled := future(req.ScheduledAt, now)
+	if scheduled != nil {
+		msg.ScheduledAt = timestamppb.New(*scheduled)
 	}
 	if err := s.publisher.Publish(ctx, s.subjects.CampaignSubject(m.CompanyID), batchID, msg); err != nil {
 		return Accepted{BatchID: batchID}, err
 	}
 	s.recorder.Record(handoff.Accepted{
 		ID: batchID, CompanyID: m.CompanyID, Kind: "campaign", Source: m.Source, CampaignID: req.CampaignID,
-		ContactCount: len(phones), IsForced: req.IsForced, ScheduledAt: scheduled,
+		SegmentID: segmentID, ContactCount: count, IsForced: req.IsForced, ScheduledAt: scheduled,
 		IdempotencyKey: m.IdempotencyKey, AcceptedAt: now,
 	})
-	return Accepted{BatchID: batchID, Contacts: len(phones)}, nil
+	return Accepted{BatchID: batchID, Contacts: count}, nil
+}
+
+// future is a requested send time in UTC, or nil for "now": a time in the
+// past means now (spec 4.2: omitted is immediate).
+func future(at *time.Time, now time.Time) *time.Time {
+	if at == nil || !at.After(now) {
+		return nil
+	}
+	t := at.UTC()
+	return &t
 }
 
 // TriggerAutomation accepts an automation trigger. The automation must be
@@ -190,11 +254,18 @@ func (s *Service) TriggerAutomation(ctx context.Context, m Meta, req AutomationT
 	if err != nil {
 		return Accepted{}, fmt.Errorf("load automation %d: %w", req.AutomationID, err)
 	}
+	return s.trigger(ctx, m, au, req, []any{"body", "automation_id"}, au.ID)
+}
+
+// trigger accepts a trigger of a loaded automation; where and input place
+// the automation's configuration problems in a 422 (the automation_id of
+// the body, or the connector of the path).
+func (s *Service) trigger(ctx context.Context, m Meta, au catalog.Automation, req AutomationTrigger, where []any, input any) (Accepted, error) {
 	contacts := req.Contacts
 	if len(contacts) > MaxAutomationContacts {
 		contacts = contacts[:MaxAutomationContacts]
 	}
-	if err := checkAutomation(au, contacts); err != nil {
+	if err := checkAutomation(au, contacts, where, input); err != nil {
 		return Accepted{}, err
 	}
 	now := s.now().UTC()
@@ -205,7 +276,7 @@ func (s *Service) TriggerAutomation(ctx context.Context, m Meta, req AutomationT
 	msg := &sendsv1.AutomationBatch{
 		BatchId:        batchID,
 		CompanyId:      m.CompanyID,
-		AutomationId:   req.AutomationID,
+		AutomationId:   au.ID,
 		Contacts:       make([]*sendsv1.AutomationContact, len(contacts)),
 		ImageUrl:       req.ImageURL,
 		VideoUrl:       req.VideoURL,
@@ -232,21 +303,21 @@ func (s *Service) TriggerAutomation(ctx context.Context, m Meta, req AutomationT
 		}
 	}
 	s.recorder.Record(handoff.Accepted{
-		ID: batchID, CompanyID: m.CompanyID, Kind: "automation", Source: m.Source, AutomationID: req.AutomationID,
+		ID: batchID, CompanyID: m.CompanyID, Kind: kind(m, "automation"), Source: m.Source, AutomationID: au.ID,
 		ContactCount: len(contacts), IsForced: true, IdempotencyKey: m.IdempotencyKey, AcceptedAt: now, Overrides: overrides,
 	})
 	return Accepted{BatchID: batchID, Contacts: len(contacts)}, nil
 }
 
-func checkAutomation(au catalog.Automation, contacts []AutomationContact) error {
+func checkAutomation(au catalog.Automation, contacts []AutomationContact, where []any, input any) error {
 	var probs []Problem
 	if au.TemplateID == nil {
-		probs = append(probs, Problem{Type: "automation_template_missing", Loc: []any{"body", "automation_id"},
-			Msg: fmt.Sprintf("Automation %d has no WhatsApp template selected", au.ID), Input: au.ID})
+		probs = append(probs, Problem{Type: "automation_template_missing", Loc: where,
+			Msg: fmt.Sprintf("Automation %d has no WhatsApp template selected", au.ID), Input: input})
 	}
 	if au.MessagingAccountID == nil || !au.AccountConnected {
-		probs = append(probs, Problem{Type: "automation_account_missing", Loc: []any{"body", "automation_id"},
-			Msg: fmt.Sprintf("Automation %d has no connected WhatsApp account assigned", au.ID), Input: au.ID})
+		probs = append(probs, Problem{Type: "automation_account_missing", Loc: where,
+			Msg: fmt.Sprintf("Automation %d has no connected WhatsApp account assigned", au.ID), Input: input})
 	}
 	for i, c := range contacts {
 		for _, name := range au.TriggerVariables {
