@@ -37,6 +37,15 @@
 //	failed     could not be expanded (campaign, automation, template or
 //	           account gone, account disconnected); its messages say why
 //
+// # Message batches
+//
+// A batch send (and a connector send to a campaign) arrives as a
+// MessageBatch on <prefix>.batch.<company_id>, which the campaign lane takes
+// through a second durable consumer (BatchConsumerName). Each of its entries
+// is one campaign-lane message with its own template and account (its
+// campaign's, or named directly) and its own personalisation; an entry whose
+// target cannot send fails alone (see Expander.Messages).
+//
 // # The duplicate window
 //
 // A message leaves sending only through the recorder (its outcome) or the

@@ -51,6 +51,11 @@ type Dispatcher struct {
 // ConsumerName is the durable consumer of a lane on the SENDS stream.
 func ConsumerName(lane Lane) string { return string(lane) + "-dispatcher" }
 
+// BatchConsumerName is the campaign lane's second durable consumer, for
+// message batches (batch and connector sends): NATS 2.9 consumers take one
+// filter subject.
+const BatchConsumerName = "campaign-dispatcher-batch"
+
 // New returns a dispatcher of lane.
 func New(lane Lane, cfg Config, d Deps) (*Dispatcher, error) {
 	if lane != LaneCampaign && lane != LaneAutomation {
@@ -80,8 +85,23 @@ func (x *Dispatcher) EnsureConsumer(ctx context.Context) (jetstream.Consumer, er
 	if x.lane == LaneAutomation {
 		filter = x.d.Bus.AutomationFilter()
 	}
+	return x.ensureConsumer(ctx, ConsumerName(x.lane), filter)
+}
+
+// consumers are the durable consumers the lane takes batches from: its
+// own, and for the campaign lane the message batches' too.
+func (x *Dispatcher) consumers(ctx context.Context) ([]jetstream.Consumer, error) {
+	c, err := x.EnsureConsumer(ctx)
+	if err != nil || x.lane != LaneCampaign {
+		return []jetstream.Consumer{c}, err
+	}
+	b, err := x.ensureConsumer(ctx, BatchConsumerName, x.d.Bus.BatchFilter())
+	return []jetstream.Consumer{c, b}, err
+}
+
+func (x *Dispatcher) ensureConsumer(ctx context.Context, name, filter string) (jetstream.Consumer, error) {
 	c, err := x.d.JS.CreateOrUpdateConsumer(ctx, x.d.Bus.Stream, jetstream.ConsumerConfig{
-		Durable:       ConsumerName(x.lane),
+		Durable:       name,
 		Description:   "Parley " + string(x.lane) + " dispatchers",
 		FilterSubject: filter,
 		AckPolicy:     jetstream.AckExplicitPolicy,
@@ -91,7 +111,7 @@ func (x *Dispatcher) EnsureConsumer(ctx context.Context) (jetstream.Consumer, er
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("ensure consumer %s: %w", ConsumerName(x.lane), err)
+		return nil, fmt.Errorf("ensure consumer %s: %w", name, err)
 	}
 	return c, nil
 }
@@ -101,7 +121,7 @@ func (x *Dispatcher) EnsureConsumer(ctx context.Context) (jetstream.Consumer, er
 // the sends in flight finish and the recorder flush. It returns an error
 // only when it could not start.
 func (x *Dispatcher) Run(ctx context.Context) error {
-	cons, err := x.EnsureConsumer(ctx)
+	cons, err := x.consumers(ctx)
 	if err != nil {
 		return err
 	}
@@ -114,23 +134,30 @@ func (x *Dispatcher) Run(ctx context.Context) error {
 
 	queue := make(chan jetstream.Msg, x.cfg.ExpandWorkers)
 	quit := make(chan struct{})
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		select {
-		case queue <- m:
-		case <-quit:
-			_ = m.Nak()
-		}
-	},
-		jetstream.PullMaxMessages(2*x.cfg.ExpandWorkers),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if ctx.Err() == nil {
-				x.log.Warn("consume batches", zap.Error(err))
+	var ccs []jetstream.ConsumeContext
+	for _, con := range cons {
+		cc, err := con.Consume(func(m jetstream.Msg) {
+			select {
+			case queue <- m:
+			case <-quit:
+				_ = m.Nak()
 			}
-		}))
-	if err != nil {
-		stopEngine()
-		<-engDone
-		return fmt.Errorf("consume %s: %w", ConsumerName(x.lane), err)
+		},
+			jetstream.PullMaxMessages(2*x.cfg.ExpandWorkers),
+			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+				if ctx.Err() == nil {
+					x.log.Warn("consume batches", zap.Error(err))
+				}
+			}))
+		if err != nil {
+			for _, cc := range ccs {
+				cc.Stop()
+			}
+			stopEngine()
+			<-engDone
+			return fmt.Errorf("consume %s: %w", ConsumerName(x.lane), err)
+		}
+		ccs = append(ccs, cc)
 	}
 	var wg sync.WaitGroup
 	for range x.cfg.ExpandWorkers {
@@ -158,11 +185,15 @@ func (x *Dispatcher) Run(ctx context.Context) error {
 
 	<-ctx.Done()
 	x.log.Info("stopping: no new batches")
-	cc.Drain()
-	select {
-	case <-cc.Closed():
-	case <-time.After(5 * time.Second):
-		cc.Stop()
+	for _, cc := range ccs {
+		cc.Drain()
+	}
+	for _, cc := range ccs {
+		select {
+		case <-cc.Closed():
+		case <-time.After(5 * time.Second):
+			cc.Stop()
+		}
 	}
 	close(quit)
 	wg.Wait()
@@ -202,8 +233,20 @@ func (x *Dispatcher) handle(msg jetstream.Msg) {
 	var err error
 	var batchID string
 	company, subjErr := subjectCompany(msg.Subject())
-	switch x.lane {
-	case LaneCampaign:
+	switch {
+	case x.lane == LaneCampaign && isMessageBatch(msg.Subject()):
+		var b sendsv1.MessageBatch
+		if uerr := proto.Unmarshal(msg.Data(), &b); uerr != nil {
+			err = reject("undecodable message batch: %v", uerr)
+			break
+		}
+		batchID = b.GetBatchId()
+		if subjErr == nil && company != b.GetCompanyId() {
+			err = reject("batch %s of company %d published on %s", batchID, b.GetCompanyId(), msg.Subject())
+			break
+		}
+		exp, err = x.exp.Messages(ctx, &b)
+	case x.lane == LaneCampaign:
 		var b sendsv1.CampaignBatch
 		if uerr := proto.Unmarshal(msg.Data(), &b); uerr != nil {
 			err = reject("undecodable campaign batch: %v", uerr)
@@ -215,7 +258,7 @@ func (x *Dispatcher) handle(msg jetstream.Msg) {
 			break
 		}
 		exp, err = x.exp.Campaign(ctx, &b)
-	case LaneAutomation:
+	case x.lane == LaneAutomation:
 		var b sendsv1.AutomationBatch
 		if uerr := proto.Unmarshal(msg.Data(), &b); uerr != nil {
 			err = reject("undecodable automation batch: %v", uerr)
@@ -255,7 +298,16 @@ func (x *Dispatcher) handle(msg jetstream.Msg) {
 	}
 	if exp.Due {
 		x.eng.wake(exp.AccountID)
+		for _, id := range exp.MoreAccounts {
+			x.eng.wake(id)
+		}
 	}
+}
+
+// isMessageBatch reports whether a subject is <prefix>.batch.<company_id>.
+func isMessageBatch(subject string) bool {
+	parts := strings.Split(subject, ".")
+	return len(parts) == 3 && parts[1] == "batch"
 }
 
 // reject terminates a batch that can never be expanded, after keeping it

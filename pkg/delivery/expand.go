@@ -46,6 +46,9 @@ type Expansion struct {
 	Result string
 	// AccountID is the messaging account whose messages were created.
 	AccountID int64
+	// MoreAccounts are the other accounts with new messages (a message
+	// batch names several).
+	MoreAccounts []int64
 	// Messages is how many messages were created.
 	Messages int
 	// Due is whether some message may be sent now.

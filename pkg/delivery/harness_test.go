@@ -141,6 +141,8 @@ func (h *harness) publish(b proto.Message, msgID string) {
 		subject, id = h.busCfg.CampaignSubject(b.GetCompanyId()), b.GetBatchId()
 	case *sendsv1.AutomationBatch:
 		subject, id = h.busCfg.AutomationSubject(b.GetCompanyId()), b.GetBatchId()
+	case *sendsv1.MessageBatch:
+		subject, id = h.busCfg.BatchSubject(b.GetCompanyId()), b.GetBatchId()
 	}
 	if msgID != "" {
 		id = msgID
