@@ -124,6 +124,10 @@ func TestRateLimits(t *testing.T) {
 	}{
 		{"/api/campaigns/send", 10, campaignBody(co.campaign.ID, "+393331234567"), `{"error":"Rate limit exceeded: 10 per 1 second"}`},
 		{"/api/automations/send", 20, `{}`, `{"error":"Rate limit exceeded: 20 per 1 second"}`},
+		{"/api/segments/create", 10, `{}`, `{"error":"Rate limit exceeded: 10 per 1 second"}`},
+		{"/api/segments/1/contacts", 1, `{}`, `{"error":"Rate limit exceeded: 1 per 1 minute"}`},
+		{"/api/batch/send", 1, `{}`, `{"error":"Rate limit exceeded: 1 per 10 second"}`},
+		{"/api/shopify/send", 1, `{}`, `{"error":"Rate limit exceeded: 1 per 10 second"}`},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			for i := range tc.n {
