@@ -20,6 +20,7 @@ import (
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/ratelimit"
 	"github.com/parleyhq/parley/pkg/store"
+	"github.com/parleyhq/parley/services/gateway/internal/apidoc"
 	"github.com/parleyhq/parley/services/gateway/internal/auth"
 	"github.com/parleyhq/parley/services/gateway/internal/config"
 	"github.com/parleyhq/parley/services/gateway/internal/handoff"
@@ -115,6 +116,11 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 		log.Warn("PARLEY_WEBHOOK_APP_SECRET is the local development secret: set the Meta app secret in production")
 	}
 
+	docs, err := apidoc.Build(httpapi.DocLimits())
+	if err != nil {
+		return fail(fmt.Errorf("build the OpenAPI document: %w", err))
+	}
+
 	gin.SetMode(gin.ReleaseMode)
 	api := httpapi.New(httpapi.Config{
 		MaxBodyBytes:       cfg.MaxBodyBytes,
@@ -129,6 +135,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 		Batches:     records,
 		Statuses:    records,
 		Segments:    segs,
+		Docs:        docs,
 		Metrics:     probe.Registry(),
 		Log:         log,
 	})

@@ -11,6 +11,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/parleyhq/parley/services/gateway/internal/apidoc"
 )
 
 // Config tunes the edge.
@@ -34,8 +36,10 @@ type Deps struct {
 	Batches     BatchReader
 	Statuses    StatusSink
 	Segments    Segments
-	Metrics     prometheus.Registerer
-	Log         *zap.Logger
+	// Docs is the OpenAPI document and its page (apidoc.Build(DocLimits())).
+	Docs    *apidoc.Document
+	Metrics prometheus.Registerer
+	Log     *zap.Logger
 }
 
 type handlers struct {
@@ -74,6 +78,10 @@ func New(cfg Config, d Deps) http.Handler {
 	// their first segments are reserved connector names (catalog).
 	api(RouteConnectorSend, h.sendViaConnector)
 	api(RouteBatchStatus, h.batchStatus)
+	if d.Docs != nil {
+		e.GET(OpenAPIPath, serveDoc(d.Docs, "application/json", d.Docs.JSON, ""))
+		e.GET(DocsPath, serveDoc(d.Docs, "text/html; charset=utf-8", d.Docs.HTML, docsCSP(d.Docs)))
+	}
 
 	// The provider's callbacks: authenticated by their signature, not a key.
 	e.GET(WebhookPath, h.webhookVerify)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/pkg/ratelimit"
+	"github.com/parleyhq/parley/services/gateway/internal/apidoc"
 )
 
 // WebhookPath receives the WhatsApp Cloud API's status callbacks.
@@ -30,4 +31,24 @@ var (
 	RouteBatchSend       = Route{"batch_send", http.MethodPost, "/api/batch/send", ratelimit.Every(1, 10*time.Second)}
 	RouteConnectorSend   = Route{"connector_send", http.MethodPost, "/api/:connector/send", ratelimit.Every(1, 10*time.Second)}
 	RouteBatchStatus     = Route{"batch_status", http.MethodGet, "/api/batches/:batch_id", ratelimit.PerSecond(20)}
+)
+
+// Routes is the route table: every limited endpoint of the public API.
+var Routes = []Route{RouteCampaignSend, RouteAutomationSend, RouteSegmentCreate, RouteSegmentContacts,
+	RouteBatchSend, RouteConnectorSend, RouteBatchStatus}
+
+// DocLimits is the route table as the OpenAPI document states it.
+func DocLimits() []apidoc.Limit {
+	out := make([]apidoc.Limit, len(Routes))
+	for i, r := range Routes {
+		out[i] = apidoc.Limit{Method: r.Method, Path: r.Path, Name: r.Name, Rate: r.Limit.Rate, Period: r.Limit.Period, Text: r.Limit.String()}
+	}
+	return out
+}
+
+// Paths of the documentation, served without a key and without a limit:
+// they are the same for everyone and served from memory.
+const (
+	OpenAPIPath = "/api/openapi.json"
+	DocsPath    = "/api/docs"
 )
