@@ -102,3 +102,9 @@ run-check: ## make run on private ports and servers: demo key and every /healthz
 .PHONY: bench-gateway
 bench-gateway: ## load test: the floor, then the gateway at 10 and 1000 contacts per request (prints req/s, contacts/s, p50, p99)
 	@cd services/gateway && go run ./cmd/gateway-bench
+
+# PARLEY_DRILL_CONTACTS (50000), PARLEY_DRILL_THROUGHPUT (the account's, 2000/s)
+# and PARLEY_DRILL_LATENCY_MS (the simulator's, 50) change the figures.
+.PHONY: drill-segment-50k
+drill-segment-50k: ## a campaign to a 50,000-contact segment through the gateway, the campaign dispatcher and provider-sim (prints 202 -> last receipt, messages/s)
+	@cd services/gateway && go test -tags drill -run '^TestDrillSegment50k$$' -count=1 -timeout 30m -v .
