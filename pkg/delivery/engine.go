@@ -27,7 +27,8 @@ import (
 // bypass the rules are taken. It returns what rendering needs.
 const claimSQL = `
 WITH picked AS (
-	SELECT m.id, (NOT m.bypass_rules AND c.opted_out_at IS NOT NULL) AS opted_out
+	SELECT m.id, (NOT m.bypass_rules AND c.opted_out_at IS NOT NULL) AS opted_out,
+		c.first_name, c.last_name, c.variables
 	FROM messages m
 	LEFT JOIN contacts c ON c.company_id = m.company_id AND c.phone = m.phone
 	WHERE m.lane = $1 AND m.messaging_account_id = $2
@@ -36,18 +37,15 @@ WITH picked AS (
 	ORDER BY m.not_before, m.id
 	LIMIT $4
 	FOR UPDATE OF m SKIP LOCKED
-), upd AS (
-	UPDATE messages m SET
-		state = (CASE WHEN p.opted_out THEN 'skipped_opt_out' ELSE 'sending' END)::message_state,
-		claimed_at = $3,
-		skipped_at = CASE WHEN p.opted_out THEN $3::timestamptz ELSE NULL END,
-		updated_at = $3
-	FROM picked p WHERE m.id = p.id
-	RETURNING m.id, m.batch_id, m.state, m.phone, m.company_id, m.template_id, m.attempts, m.overrides, m.claimed_at
 )
-SELECT u.id, u.batch_id::text, u.state::text, u.phone, COALESCE(u.template_id, 0), u.attempts, u.overrides, u.claimed_at,
-	COALESCE(c.first_name, ''), COALESCE(c.last_name, ''), c.variables
-FROM upd u LEFT JOIN contacts c ON c.company_id = u.company_id AND c.phone = u.phone`
+UPDATE messages m SET
+	state = (CASE WHEN p.opted_out THEN 'skipped_opt_out' ELSE 'sending' END)::message_state,
+	claimed_at = $3,
+	skipped_at = CASE WHEN p.opted_out THEN $3::timestamptz ELSE NULL END,
+	updated_at = $3
+FROM picked p WHERE m.id = p.id
+RETURNING m.id, m.batch_id::text, m.state::text, m.phone, COALESCE(m.template_id, 0), m.attempts, m.overrides, m.claimed_at,
+	COALESCE(p.first_name, ''), COALESCE(p.last_name, ''), p.variables`
 
 // deferSQL moves an account's due non-forced campaign messages to the next
 // opening of its delivery hours.
@@ -151,7 +149,7 @@ func (e *engine) run(ctx context.Context) {
 	e.mu.Lock()
 	e.runCtx = ctx
 	e.mu.Unlock()
-	go e.rec.run()
+	e.rec.run()
 
 	poll := time.NewTicker(e.cfg.PollInterval)
 	defer poll.Stop()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -92,6 +93,11 @@ func completeBatches(ctx context.Context, tx pgx.Tx, batches []string, now time.
 // that arrived before their wamids, and completes finished batches. A
 // failed flush is retried, with everything that arrived meanwhile, until
 // it succeeds: outcomes are never dropped while the process lives.
+//
+// Several flushers share the queue (Config.Recorders), so that recording is
+// not one PostgreSQL backend's work at a time: each outcome is taken by one
+// of them, and their transactions overlap except for the short batch-row
+// locks at the end.
 type recorder struct {
 	lane     Lane
 	pool     *pgxpool.Pool
@@ -103,16 +109,18 @@ type recorder struct {
 	// giveUp bounds the retries once the recorder is closed.
 	giveUp time.Duration
 
-	in   chan outcome
-	done chan struct{}
+	flushers int
+	in       chan outcome
+	done     chan struct{}
 }
 
 func newRecorder(lane Lane, pool *pgxpool.Pool, now Clock, log *zap.Logger, m *Metrics, cfg Config) *recorder {
 	return &recorder{
 		lane: lane, pool: pool, now: now, log: log, m: m,
 		interval: cfg.FlushInterval, size: cfg.FlushSize, giveUp: cfg.ShutdownTimeout,
-		in:   make(chan outcome, cfg.Workers),
-		done: make(chan struct{}),
+		flushers: max(cfg.Recorders, 1),
+		in:       make(chan outcome, cfg.Workers),
+		done:     make(chan struct{}),
 	}
 }
 
@@ -126,8 +134,23 @@ func (r *recorder) close() {
 	<-r.done
 }
 
+// run starts the flushers and returns; done closes when all have stopped.
 func (r *recorder) run() {
-	defer close(r.done)
+	var wg sync.WaitGroup
+	for range r.flushers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.flusher()
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(r.done)
+	}()
+}
+
+func (r *recorder) flusher() {
 	var buf []outcome
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()

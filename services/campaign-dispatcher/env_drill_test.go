@@ -255,10 +255,13 @@ type simReceived struct {
 	ReceivedAt    time.Time `json:"received_at"`
 }
 
+// simMessages lists received messages, oldest first (the newest "limit").
 func (e *drillEnv) simMessages(query url.Values) []simReceived {
-	var out []simReceived
+	var out struct {
+		Messages []simReceived `json:"messages"`
+	}
 	e.sim.do("GET", "/_sim/messages?"+query.Encode(), nil, &out)
-	return out
+	return out.Messages
 }
 
 // tally is the end state of a drill: every accepted contact against what

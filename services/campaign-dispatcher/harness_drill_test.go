@@ -173,13 +173,9 @@ func waitHTTP(t testing.TB, url string, within time.Duration, p *proc) {
 			}
 		}
 		if p != nil && p.exited() {
-			p.tail(40)
 			t.Fatalf("%s exited: %v", p.name, p.err)
 		}
 		if time.Now().After(deadline) {
-			if p != nil {
-				p.tail(40)
-			}
 			t.Fatalf("%s not ready within %s: %v", url, within, err)
 		}
 		time.Sleep(50 * time.Millisecond)
