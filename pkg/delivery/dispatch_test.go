@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -469,5 +470,30 @@ func TestAccountThroughputIsRespected(t *testing.T) {
 	// 100 messages at 40/s with a burst of 4 take at least 2.4 s.
 	if el := time.Since(start); el < 2300*time.Millisecond {
 		t.Fatalf("100 messages at 40/s took %s", el)
+	}
+}
+
+// TestOnTheLocalNATS29 runs a campaign and an automation batch through
+// the local NATS server (2.9, as deployed), on a stream of its own: the
+// consumer, Consume, DoubleAck and the work-queue filters must use nothing
+// newer.
+func TestOnTheLocalNATS29(t *testing.T) {
+	url := os.Getenv("PARLEY_TEST_NATS_URL")
+	if url == "" {
+		url = "nats://127.0.0.1:4222"
+	}
+	h := newHarnessOn(t, url)
+	h.clock.Run()
+	h.start(LaneCampaign, testConfig())
+	h.start(LaneAutomation, testConfig())
+	c := h.campaignBatch(phones(20), false, nil)
+	h.publish(c, "")
+	a := &sendsv1.AutomationBatch{BatchId: newBatchID(t), CompanyId: h.company.ID, AutomationId: h.auto.ID,
+		Contacts: []*sendsv1.AutomationContact{{Phone: phones(1)[0], Variables: map[string]string{"order": "1"}}}}
+	h.publish(a, "")
+	h.waitBatch(c.BatchId, BatchCompleted, 10*time.Second)
+	h.waitBatch(a.BatchId, BatchCompleted, 10*time.Second)
+	if st := h.sim.Stats(); st.Accepted != 21 {
+		t.Fatalf("provider accepted %d", st.Accepted)
 	}
 }

@@ -120,6 +120,7 @@ type engine struct {
 	sendCtx context.Context
 
 	mu      sync.Mutex
+	warned  map[string]time.Time
 	runCtx  context.Context
 	workers map[int64]*laneWorker
 	wg      sync.WaitGroup
@@ -139,7 +140,27 @@ func newEngine(lane Lane, cfg Config, pool *pgxpool.Pool, cat Catalog, sender wh
 		slots:   make(chan struct{}, cfg.Workers),
 		sendCtx: context.Background(),
 		workers: map[int64]*laneWorker{},
+		warned:  map[string]time.Time{},
 	}
+}
+
+// warnInterval is how often one kind of recurring failure is logged: an
+// outage of PostgreSQL makes every poll fail, and one line per interval
+// says as much as four a second.
+const warnInterval = 10 * time.Second
+
+// warn logs a recurring failure at most once per warnInterval per message.
+func (e *engine) warn(msg string, fields ...zap.Field) {
+	e.mu.Lock()
+	last, seen := e.warned[msg]
+	now := time.Now()
+	if seen && now.Sub(last) < warnInterval {
+		e.mu.Unlock()
+		return
+	}
+	e.warned[msg] = now
+	e.mu.Unlock()
+	e.log.Warn(msg, fields...)
 }
 
 // run discovers accounts with due work, returns stale claims and applies
@@ -196,14 +217,14 @@ func (e *engine) discover(ctx context.Context) {
 	rows, err := e.pool.Query(qctx, dueAccountsSQL, string(e.lane), e.now())
 	if err != nil {
 		if ctx.Err() == nil {
-			e.log.Warn("find accounts with due messages", zap.Error(err))
+			e.warn("find accounts with due messages", zap.Error(err))
 		}
 		return
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
 		if ctx.Err() == nil {
-			e.log.Warn("find accounts with due messages", zap.Error(err))
+			e.warn("find accounts with due messages", zap.Error(err))
 		}
 		return
 	}
@@ -249,10 +270,10 @@ func (e *engine) sweep(ctx context.Context) {
 		return completeBatches(qctx, tx, batches, now)
 	})
 	if err != nil && ctx.Err() == nil {
-		e.log.Warn("sweep", zap.Error(err))
+		e.warn("sweep", zap.Error(err))
 	}
 	if _, _, err := SweepBacklog(qctx, e.pool, now); err != nil && ctx.Err() == nil {
-		e.log.Warn("sweep status backlog", zap.Error(err))
+		e.warn("sweep status backlog", zap.Error(err))
 	}
 	var waiting int64
 	if err := e.pool.QueryRow(qctx, `SELECT count(*) FROM messages WHERE lane = $1 AND state IN ('queued', 'scheduled', 'deferred')`,
@@ -274,7 +295,7 @@ func (e *engine) work(ctx context.Context, accountID int64, w *laneWorker) {
 			return
 		}
 		if err != nil {
-			e.log.Warn("lane worker", zap.Int64("account_id", accountID), zap.Error(err))
+			e.warn("lane worker", zap.Int64("account_id", accountID), zap.Error(err))
 			// Retire; discovery brings the account back on its next poll.
 			e.retire(accountID, w, true)
 			return
