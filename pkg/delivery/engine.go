@@ -374,7 +374,10 @@ func (e *engine) step(ctx context.Context, accountID int64) (more bool, err erro
 	if slots == 0 {
 		return false, ctx.Err()
 	}
-	msgs, err := e.claim(ctx, accountID, slots, e.now(), closed)
+	// Not cancelled by shutdown: a claim the database made must reach this
+	// process, which then sends or releases its rows, rather than leave them
+	// to the lease.
+	msgs, err := e.claim(context.WithoutCancel(ctx), accountID, slots, e.now(), closed)
 	if err != nil {
 		e.release(slots)
 		return false, err
@@ -407,6 +410,8 @@ func (e *engine) step(ctx context.Context, accountID int64) (more bool, err erro
 }
 
 func (e *engine) claim(ctx context.Context, accountID int64, n int, now time.Time, closed bool) ([]claimed, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	rows, err := e.pool.Query(ctx, claimSQL, string(e.lane), accountID, now, n, closed)
 	if err != nil {
 		return nil, fmt.Errorf("claim messages of account %d: %w", accountID, err)

@@ -38,6 +38,9 @@ type outcome struct {
 	at        time.Time
 }
 
+// flushTimeout bounds one flush transaction.
+const flushTimeout = 30 * time.Second
+
 // recordSQL applies outcomes to the claims they belong to: a row whose claim
 // was taken back by the lease and claimed again (another claimed_at) is left
 // alone; a row the lease put back in queued but nobody claimed yet still
@@ -304,7 +307,10 @@ func (r *recorder) write(buf []outcome) error {
 		ats = append(ats, o.at)
 	}
 	counts := map[outcomeKind]int{}
-	ctx := context.Background()
+	// Bounded, so that a connection that hangs (rather than fails) is
+	// given up and the flush retried on another.
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		clear(counts)
 		var sent []string
