@@ -1,42 +1,123 @@
-MODULES := pkg $(wildcard services/*)
+# Parley's commands. `make help` lists them.
+#
+# Every Go command runs per module: the modules are the ones go.work uses
+# (pkg and services/*). deploy/docker/healthcheck is a module of its own
+# outside the workspace (it is part of the images, not of Parley), so it
+# runs with GOWORK=off.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+MODULES := $(patsubst $(CURDIR)/%,%,$(shell go list -m -f '{{.Dir}}'))
+SERVICES := $(filter services/%,$(MODULES))
+TOOL_MODULES := deploy/docker/healthcheck
+BIN := $(CURDIR)/bin
+
+# Pinned tools, built into bin/ (gitignored) with the version in the file
+# name, so that changing a pin rebuilds the tool.
+STATICCHECK_VERSION := v0.8.2
+PROTOC_GEN_GO_VERSION := v1.36.12
+STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)
+PROTOC_GEN_GO := $(BIN)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
+# The generated code records the protoc version; Debian 12's is 3.21.12.
+PROTOC_VERSION := 3.21.12
+PROTOC ?= protoc
+GO_MODULE := github.com/parleyhq/parley
+PROTOS := $(shell find proto -name '*.proto' | sort)
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## build every service's programs (parleyctl included) into bin/
+	@for m in $(SERVICES); do echo "== build $$m"; (cd $$m && go build -o $(BIN)/ ./...); done
 
 .PHONY: test
-test:
-	@set -e; for m in $(MODULES); do echo "== $$m"; (cd $$m && go test -race -count=1 ./...); done
+test: ## run every module's tests with -race against the local servers
+	@for m in $(MODULES); do echo "== $$m"; (cd $$m && go test -race -count=1 ./...); done
+	@for m in $(TOOL_MODULES); do echo "== $$m"; (cd $$m && GOWORK=off go test -race -count=1 ./...); done
 
-# Build everything, start PostgreSQL/Redis/NATS if stopped, migrate, seed the
-# demo company, and run every service until Ctrl-C (deploy/local/run.sh).
+.PHONY: compose-check
+compose-check: ## check docker-compose.yml, the Dockerfile and deploy/k8s against the code
+	@echo "== pkg/deploycheck"; cd pkg && go test -count=1 ./deploycheck/
+	@for m in $(SERVICES); do echo "== $$m"; (cd $$m && go test -count=1 -run '^(TestComposeService|TestKubernetesWorkload)$$' ./internal/config/); done
+
+.PHONY: lint
+lint: $(STATICCHECK) ## gofmt, go vet and staticcheck on every module
+	@echo "== gofmt"; bad=$$(find . -name '*.go' -not -path './.git/*' -not -path './bin/*' -print0 | xargs -0 gofmt -l); \
+	  if [ -n "$$bad" ]; then echo "gofmt would change these files (run gofmt -w):"; echo "$$bad"; exit 1; fi
+	@rc=0; \
+	  for m in $(MODULES); do echo "== vet, staticcheck $$m"; (cd $$m && go vet ./... && $(STATICCHECK) ./...) || rc=1; done; \
+	  for m in $(TOOL_MODULES); do echo "== vet, staticcheck $$m"; (cd $$m && GOWORK=off go vet ./... && GOWORK=off $(STATICCHECK) ./...) || rc=1; done; \
+	  exit $$rc
+
+.PHONY: proto
+proto: $(PROTOC_GEN_GO) ## regenerate the Go code of proto/ (committed under pkg/)
+	@$(call protoc,$(CURDIR))
+
+.PHONY: proto-check
+proto-check: $(PROTOC_GEN_GO) ## fail with a diff when the committed generated code is stale
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	  $(call protoc,$$tmp); \
+	  rc=0; \
+	  for f in $$(cd "$$tmp" && find . -name '*.pb.go' | sort); do \
+	    diff -u "$${f#./}" "$$tmp/$${f#./}" || rc=1; \
+	  done; \
+	  for f in $$(find pkg -name '*.pb.go' | sort); do \
+	    [ -f "$$tmp/$$f" ] || { echo "$$f: no .proto in proto/ generates it (remove it?)"; rc=1; }; \
+	  done; \
+	  if [ $$rc -ne 0 ]; then echo "generated code differs from proto/: run make proto and commit"; exit 1; fi; \
+	  echo "generated code is up to date"
+
+# protoc runs protoc on every .proto into the directory $(1), laid out like
+# the repository (pkg/bus/sendsv1/...).
+define protoc
+command -v $(PROTOC) >/dev/null || { echo "$(PROTOC) is missing: apt-get install -y protobuf-compiler"; exit 1; }; \
+[ "$$($(PROTOC) --version)" = "libprotoc $(PROTOC_VERSION)" ] || echo "warning: $$($(PROTOC) --version), the committed code was made with $(PROTOC_VERSION)"; \
+$(PROTOC) -I proto --plugin=protoc-gen-go=$(PROTOC_GEN_GO) --go_out=$(1) --go_opt=module=$(GO_MODULE) $(PROTOS) \
+  || { echo "protoc failed; google/protobuf/*.proto come with Debian's libprotobuf-dev (apt-get install -y protobuf-compiler libprotobuf-dev)"; exit 1; }
+endef
+
+$(STATICCHECK):
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	  GOWORK=off GOBIN=$$tmp go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) && mkdir -p $(BIN) && mv $$tmp/staticcheck $@
+
+$(PROTOC_GEN_GO):
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	  GOWORK=off GOBIN=$$tmp go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION) && mkdir -p $(BIN) && mv $$tmp/protoc-gen-go $@
+
+# Running the stack, load tests and fault drills (run, bench-*, drill-*)
+# go below this line.
+
 .PHONY: run
-run:
+run: ## build, start the local servers if stopped, migrate, seed the demo company and run every service until Ctrl-C
 	@bash deploy/local/run.sh
 
-# make run on private ports, NATS and Redis, with a throwaway database: the
-# demo key and every /healthz within 60 s, a clean Ctrl-C, and a service that
-# fails at start stopping the rest. Takes about a minute.
 .PHONY: run-check
-run-check:
+run-check: ## make run on private ports and servers: demo key and every /healthz within 60 s, clean Ctrl-C
 	@bash deploy/local/run-check.sh
 
+.PHONY: bench-gateway
+bench-gateway: ## load test: the floor, then the gateway at 10 and 1000 contacts per request (prints req/s, contacts/s, p50, p99)
+	@cd services/gateway && go run ./cmd/gateway-bench
+
 # Crash drills: the real campaign dispatcher and provider-sim with 10,000
-# messages in flight; each breaks one part (SIGKILL of the dispatcher, a NATS
-# restart, a PostgreSQL outage on a private cluster) and fails on any accepted
-# contact without exactly one terminal state or on sends beyond the
-# duplicate window. About 30 s each.
+# messages in flight; each breaks one part and fails on any accepted contact
+# without exactly one terminal state or on sends beyond the duplicate window.
 DRILL := cd services/campaign-dispatcher && go test -tags drill -count=1 -v -timeout 5m
 
 .PHONY: drill-dispatcher-kill drill-nats-restart drill-postgres-outage drills
-drill-dispatcher-kill:
-	$(DRILL) -run '^TestDrillDispatcherKill$$' .
-drill-nats-restart:
-	$(DRILL) -run '^TestDrillNATSRestart$$' .
-drill-postgres-outage:
-	$(DRILL) -run '^TestDrillPostgresOutage$$' .
-drills:
-	$(DRILL) -run '^TestDrill' .
+drill-dispatcher-kill: ## drill: SIGKILL the dispatcher with 10,000 messages in flight, restart it (prints lost and duplicated)
+	@$(DRILL) -run '^TestDrillDispatcherKill$$' .
+drill-nats-restart: ## drill: stop NATS for 3 s mid-run (prints lost and duplicated)
+	@$(DRILL) -run '^TestDrillNATSRestart$$' .
+drill-postgres-outage: ## drill: stop a private PostgreSQL cluster for 5 s mid-run (prints lost and duplicated)
+	@$(DRILL) -run '^TestDrillPostgresOutage$$' .
+drills: ## all three drills, about 30 s each
+	@$(DRILL) -run '^TestDrill' .
 
-# Delivery throughput and latency through one dispatcher instance (see
-# pkg/delivery/README.md): prints messages/s, per-account rates and the
-# automation trigger's latency during a campaign backlog.
 .PHONY: bench-delivery
-bench-delivery:
-	cd services/campaign-dispatcher && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery' .
+bench-delivery: ## load test: msg/s through one dispatcher (latency 0 and 100 ms), per-account rates, automation latency during a backlog
+	@cd services/campaign-dispatcher && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery' .

@@ -2,15 +2,32 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/http"
+	"sync"
+	"time"
 
+	"github.com/gin-gonic/gin"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
 	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/catalog"
+	"github.com/parleyhq/parley/pkg/channel/whatsapp"
+	"github.com/parleyhq/parley/pkg/delivery"
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/ratelimit"
 	"github.com/parleyhq/parley/pkg/store"
+	"github.com/parleyhq/parley/services/gateway/internal/auth"
 	"github.com/parleyhq/parley/services/gateway/internal/config"
+	"github.com/parleyhq/parley/services/gateway/internal/handoff"
+	"github.com/parleyhq/parley/services/gateway/internal/httpapi"
+	"github.com/parleyhq/parley/services/gateway/internal/idempotency"
+	"github.com/parleyhq/parley/services/gateway/internal/lookup"
+	"github.com/parleyhq/parley/services/gateway/internal/sends"
+	"github.com/parleyhq/parley/services/gateway/internal/ttlcache"
 )
 
 // app is the gateway's composition root.
@@ -18,45 +35,147 @@ type app struct {
 	log    *zap.Logger
 	probe  *ops.Probe
 	server *ops.Server
+	// background work that must stop after the server has drained.
+	background []func(ctx context.Context)
 }
 
 // newApp connects the dependencies and builds the HTTP handler. cleanup
 // releases what was opened, in reverse order.
 func newApp(ctx context.Context, cfg config.Config, log *zap.Logger) (*app, func(), error) {
+	return buildApp(ctx, cfg, log, time.Now)
+}
+
+// buildApp is newApp with the clock injected (tests move it).
+func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func() time.Time) (*app, func(), error) {
 	var closers []func()
 	cleanup := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
 	}
+	fail := func(err error) (*app, func(), error) {
+		cleanup()
+		return nil, func() {}, err
+	}
 	pool, err := store.Open(ctx, cfg.Postgres)
 	if err != nil {
-		return nil, cleanup, err
+		return fail(err)
 	}
 	closers = append(closers, pool.Close)
 
 	rdb := ratelimit.NewRedisClient(cfg.Redis)
 	closers = append(closers, func() { _ = rdb.Close() })
 
-	nc, err := bus.Connect(cfg.NATS, "parley-gateway")
+	// No reconnect buffer: while NATS is away a publish fails at once (503)
+	// instead of waiting in memory and landing after the client gave up.
+	nc, err := bus.Connect(cfg.NATS, "parley-gateway", nats.ReconnectBufSize(-1))
 	if err != nil {
-		cleanup()
-		return nil, func() {}, err
+		return fail(err)
 	}
 	closers = append(closers, func() { _ = nc.Drain() })
+
+	pub, err := handoff.New(nc, cfg.PublishMaxPending, cfg.PublishTimeout)
+	if err != nil {
+		return fail(err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = bus.EnsureStream(sctx, pub.JetStream(), cfg.NATS)
+	cancel()
+	if err != nil {
+		return fail(err)
+	}
 
 	probe := ops.NewProbe(
 		ops.Check{Name: "postgres", Ping: pool.Ping},
 		ops.Check{Name: "redis", Ping: func(ctx context.Context) error { return ratelimit.Ping(ctx, rdb) }},
 		ops.Check{Name: "nats", Ping: func(context.Context) error { return bus.Ping(nc) }},
 	)
+	limiter, err := ratelimit.New(rdb, cfg.Redis, log, probe.Registry())
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, limiter.Close)
+
+	cacheCfg := ttlcache.Config{TTL: cfg.CacheTTL, StaleIfError: cfg.CacheStaleIfError}
+	authn := auth.New(pool, auth.Config{Cache: cacheCfg, TouchEvery: time.Minute, FlushEvery: 10 * time.Second}, now, log)
+	cat := lookup.New(catalog.NewStore(pool, nil), cacheCfg, now)
+	if _, err := bus.SubscribeInvalidations(nc, cfg.NATS, func(inv bus.Invalidation) {
+		authn.Invalidate(inv)
+		cat.Invalidate(inv)
+	}); err != nil {
+		return fail(err)
+	}
+	recorder := handoff.NewRecorder(pool, 8192, probe.Registry(), log)
+	idem := idempotency.New(rdb, cfg.Redis.KeyPrefix, cfg.IdempotencyRetention, time.Minute)
+
+	records := deliveryRecords{pool: pool, now: now}
+	if cfg.WebhookAppSecret == "parley-local-webhook-secret" {
+		log.Warn("PARLEY_WEBHOOK_APP_SECRET is the local development secret: set the Meta app secret in production")
+	}
+
+	gin.SetMode(gin.ReleaseMode)
+	api := httpapi.New(httpapi.Config{
+		MaxBodyBytes:       cfg.MaxBodyBytes,
+		IdempotencyTimeout: 500 * time.Millisecond,
+		AccessLog:          cfg.AccessLog,
+		Webhook:            httpapi.WebhookConfig{AppSecret: cfg.WebhookAppSecret, VerifyToken: cfg.WebhookVerifyToken},
+	}, httpapi.Deps{
+		Auth:        authn,
+		Limiter:     limiter,
+		Sends:       sends.New(cat, pub, recorder, cfg.NATS, now),
+		Idempotency: idem,
+		Batches:     records,
+		Statuses:    records,
+		Metrics:     probe.Registry(),
+		Log:         log,
+	})
 	mux := http.NewServeMux()
 	probe.Register(mux)
+	mux.Handle("/", api)
 	srv := ops.NewServer(cfg.Addr, mux)
 	srv.DrainDelay = cfg.DrainDelay
-	return &app{log: log, probe: probe, server: srv}, cleanup, nil
+	return &app{
+		log: log, probe: probe, server: srv,
+		background: []func(context.Context){authn.RunTouches, recorder.Run},
+	}, cleanup, nil
+}
+
+// deliveryRecords is the record of batches and messages as the HTTP edge
+// reads and updates it.
+type deliveryRecords struct {
+	pool *pgxpool.Pool
+	now  func() time.Time
+}
+
+func (d deliveryRecords) BatchStatus(ctx context.Context, companyID int64, batchID string) (delivery.Batch, error) {
+	return delivery.BatchStatus(ctx, d.pool, companyID, batchID)
+}
+
+func (d deliveryRecords) ApplyStatuses(ctx context.Context, updates []whatsapp.StatusUpdate) error {
+	_, err := delivery.ApplyStatuses(ctx, d.pool, updates, d.now())
+	return err
 }
 
 func (a *app) run(ctx context.Context) error {
-	return a.server.Run(ctx, a.probe, a.log)
+	ln, err := net.Listen("tcp", a.server.HTTP.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", a.server.HTTP.Addr, err)
+	}
+	return a.serve(ctx, ln)
+}
+
+// serve runs the background work and the server until ctx ends; the
+// background work stops only after the server drained, so that what the last
+// requests queued is written.
+func (a *app) serve(ctx context.Context, ln net.Listener) error {
+	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	for _, f := range a.background {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(bg) }()
+	}
+	err := a.server.Serve(ctx, ln, a.probe, a.log)
+	stop()
+	wg.Wait()
+	return err
 }

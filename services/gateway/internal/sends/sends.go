@@ -100,12 +100,11 @@ type Accepted struct {
 
 // CampaignSend is a validated campaign send.
 type CampaignSend struct {
-	CampaignID int64
-	// CampaignIDOutOfRange is a valid integer too large for any record.
-	CampaignIDOutOfRange bool
-	Contacts             []string
-	IsForced             bool
-	ScheduledAt          *time.Time
+	// CampaignID 0 (also what an integer beyond int64 decodes to) is no record.
+	CampaignID  int64
+	Contacts    []string
+	IsForced    bool
+	ScheduledAt *time.Time
 }
 
 // AutomationContact is one validated contact of a trigger.
@@ -120,11 +119,10 @@ type AutomationContact struct {
 
 // AutomationTrigger is a validated automation trigger.
 type AutomationTrigger struct {
-	AutomationID           int64
-	AutomationIDOutOfRange bool
-	Contacts               []AutomationContact
-	ImageURL, VideoURL     string
-	URL, URL2              string
+	AutomationID       int64
+	Contacts           []AutomationContact
+	ImageURL, VideoURL string
+	URL, URL2          string
 }
 
 // NewBatchID is unique and sorts by time (UUIDv7).
@@ -139,9 +137,6 @@ func NewBatchID() (string, error) {
 // SendCampaign accepts a campaign send: the campaign must be the company's;
 // contacts are normalised to E.164 with '+' and de-duplicated in order.
 func (s *Service) SendCampaign(ctx context.Context, m Meta, req CampaignSend) (Accepted, error) {
-	if req.CampaignIDOutOfRange {
-		return Accepted{}, ErrCampaignNotFound
-	}
 	if _, err := s.catalog.Campaign(ctx, m.CompanyID, req.CampaignID); err != nil {
 		if errors.Is(err, catalog.ErrNotFound) {
 			return Accepted{}, ErrCampaignNotFound
@@ -188,9 +183,6 @@ func (s *Service) SendCampaign(ctx context.Context, m Meta, req CampaignSend) (A
 // must supply every trigger variable (else *ConfigError). Only the first
 // MaxAutomationContacts contacts are processed and checked.
 func (s *Service) TriggerAutomation(ctx context.Context, m Meta, req AutomationTrigger) (Accepted, error) {
-	if req.AutomationIDOutOfRange {
-		return Accepted{}, ErrAutomationNotFound
-	}
 	au, err := s.catalog.Automation(ctx, m.CompanyID, req.AutomationID)
 	if errors.Is(err, catalog.ErrNotFound) || (err == nil && (!au.Active || au.Type != catalog.TypeAPI)) {
 		return Accepted{}, ErrAutomationNotFound

@@ -1,0 +1,343 @@
+package deploycheck
+
+import (
+	"context"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/parleyhq/parley/pkg/bus"
+)
+
+// MissingBinaryError is a compose service or Kubernetes workload that runs a
+// program its image does not contain: no main package builds it.
+type MissingBinaryError struct {
+	Where  string // "compose service migrate", "kubernetes Job migrate"
+	Binary string
+	Folder string
+}
+
+func (e *MissingBinaryError) Error() string {
+	return fmt.Sprintf("%s runs %s, but services/%s has no main package that builds it (services/%s/cmd/%s)",
+		e.Where, e.Binary, e.Folder, e.Folder, e.Binary)
+}
+
+// Project names what CheckProject cannot know from the files.
+type Project struct {
+	// NotDeployed lists the services/ folders that deploy/k8s leaves out on
+	// purpose, with the reason.
+	NotDeployed map[string]string
+}
+
+const (
+	dockerfilePath  = "deploy/docker/Dockerfile"
+	serviceTestFile = "internal/config/compose_test.go"
+)
+
+// CheckProject checks what ties the deployment files to the repository
+// rather than to one service's configuration:
+//   - every services/ folder has a Dockerfile stage of its name that copies
+//     its binaries from the build stage and runs its binary, and a compose
+//     service of its name built from that stage;
+//   - every compose service that is built comes from deploy/docker/Dockerfile
+//     at the repository root, from a stage named for a services/ folder;
+//   - every program a compose service or Kubernetes workload runs is built
+//     by that folder's module (errors of type *MissingBinaryError);
+//   - every folder has internal/config/compose_test.go, and the compose
+//     services and Kubernetes workloads that ComposeService and
+//     KubernetesWorkload check there are exactly those built from it;
+//   - deploy/k8s lists all its files, deploys every folder but the
+//     NotDeployed ones, and scales each dispatcher with a KEDA ScaledObject
+//     on its JetStream consumer's lag.
+func CheckProject(root string, p Project) []error {
+	var errs []error
+	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	folders, err := ServiceFolders(root)
+	if err != nil {
+		return []error{err}
+	}
+	compose, err := LoadCompose(context.Background(), filepath.Join(root, "docker-compose.yml"))
+	if err != nil {
+		return []error{err}
+	}
+	df, err := ParseDockerfile(filepath.Join(root, dockerfilePath))
+	if err != nil {
+		return []error{err}
+	}
+	k8s, err := LoadKubernetes(filepath.Join(root, "deploy", "k8s"))
+	if err != nil {
+		return []error{err}
+	}
+	tested, testErrs := testedNames(root, folders)
+	errs = append(errs, testErrs...)
+
+	for _, f := range folders {
+		if _, ok := df.Stage(f); !ok {
+			fail("%s has no stage %q: services/%s is never built into an image", dockerfilePath, f, f)
+		} else {
+			if !df.Copies(f, "/out/"+f+"/", "/usr/local/bin/") {
+				fail("%s stage %q does not COPY --from=build /out/%s/ /usr/local/bin/", dockerfilePath, f, f)
+			}
+			want := fmt.Sprintf(`["/usr/local/bin/%s"]`, f)
+			if in, ok := df.Find(f, "ENTRYPOINT"); !ok || in.Args != want {
+				fail("%s stage %q: want ENTRYPOINT %s", dockerfilePath, f, want)
+			}
+		}
+		if !buildsBinary(root, f, f) {
+			fail("services/%s has no main package at its root", f)
+		}
+		if s, ok := compose.Project.Services[f]; !ok || s.Build == nil || s.Build.Target != f {
+			fail("docker-compose.yml has no service %q built from target %q", f, f)
+		}
+	}
+
+	for _, name := range sortedKeys(compose.Project.Services) {
+		s := compose.Project.Services[name]
+		if s.Build == nil {
+			continue // a server's image, such as postgres
+		}
+		where := "compose service " + name
+		if s.Build.Context != root {
+			fail("%s: build context %s, want the repository root", where, s.Build.Context)
+		}
+		if s.Build.Dockerfile != dockerfilePath {
+			fail("%s: dockerfile %q, want %s", where, s.Build.Dockerfile, dockerfilePath)
+		}
+		target := s.Build.Target
+		if !slices.Contains(folders, target) {
+			fail("%s: build target %q is no folder of services/", where, target)
+			continue
+		}
+		if got, ok := tested["ComposeService"][name]; !ok {
+			fail("%s: no deploycheck.ComposeService(t, %q, ...) in services/%s/%s", where, name, target, serviceTestFile)
+		} else if got != target {
+			fail("%s: checked in services/%s, but built from target %q", where, got, target)
+		}
+		if len(s.Entrypoint) > 0 {
+			if bin := path.Base(s.Entrypoint[0]); !buildsBinary(root, target, bin) {
+				errs = append(errs, &MissingBinaryError{Where: where, Binary: bin, Folder: target})
+			}
+		}
+	}
+	for _, name := range sortedKeys(tested["ComposeService"]) {
+		if _, ok := compose.Project.Services[name]; !ok {
+			fail("services/%s/%s checks compose service %q, which docker-compose.yml does not have", tested["ComposeService"][name], serviceTestFile, name)
+		}
+	}
+
+	errs = append(errs, checkKubernetes(root, k8s, folders, tested["KubernetesWorkload"], p)...)
+	return errs
+}
+
+func checkKubernetes(root string, k *Kubernetes, folders []string, tested map[string]string, p Project) []error {
+	var errs []error
+	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf("kubernetes: "+format, a...)) }
+	files, err := filepath.Glob(filepath.Join(k.Dir, "*.yaml"))
+	if err != nil {
+		return []error{err}
+	}
+	for _, f := range files {
+		if b := filepath.Base(f); b != "kustomization.yaml" && !slices.Contains(k.Resources, b) {
+			fail("%s is not in kustomization.yaml's resources, so it is never applied", b)
+		}
+	}
+	deployed := map[string]bool{}
+	for _, o := range k.Objects {
+		if o.Kind != "Deployment" && o.Kind != "Job" {
+			continue
+		}
+		where := fmt.Sprintf("%s %s", o.Kind, o.Name)
+		_, w, err := k.Workload(o.Name)
+		if err != nil {
+			fail("%v", err)
+			continue
+		}
+		c := w.Spec.Template.Spec.Containers[0]
+		folder := c.Folder()
+		if !slices.Contains(folders, folder) {
+			fail("%s runs image %q, not parley/<a folder of services/>", where, c.Image)
+			continue
+		}
+		if o.Kind == "Deployment" {
+			deployed[folder] = true
+		}
+		if got, ok := tested[o.Name]; !ok {
+			fail("%s: no deploycheck.KubernetesWorkload(t, %q, ...) in services/%s/%s", where, o.Name, folder, serviceTestFile)
+		} else if got != folder {
+			fail("%s: checked in services/%s, but runs image %q", where, got, c.Image)
+		}
+		if len(c.Command) > 0 {
+			if bin := path.Base(c.Command[0]); !buildsBinary(root, folder, bin) {
+				errs = append(errs, &MissingBinaryError{Where: "kubernetes " + where, Binary: bin, Folder: folder})
+			}
+		}
+		if strings.HasSuffix(o.Name, "-dispatcher") {
+			if w.Spec.Replicas != nil {
+				fail("%s sets replicas, which would fight its ScaledObject on every apply", where)
+			}
+			errs = append(errs, checkScaledObject(k, o.Name)...)
+		}
+	}
+	for _, f := range folders {
+		if _, skip := p.NotDeployed[f]; !deployed[f] && !skip {
+			fail("no Deployment runs parley/%s", f)
+		}
+	}
+	for _, name := range sortedKeys(tested) {
+		if _, ok := k.Find("Deployment", name); !ok {
+			if _, ok := k.Find("Job", name); !ok {
+				fail("services/%s/%s checks workload %q, which deploy/k8s does not have", tested[name], serviceTestFile, name)
+			}
+		}
+	}
+	return errs
+}
+
+// checkScaledObject checks that the dispatcher scales on the lag of its
+// durable consumer (named like the dispatcher) on the stream that the bus
+// configuration uses.
+func checkScaledObject(k *Kubernetes, name string) []error {
+	var errs []error
+	fail := func(format string, a ...any) {
+		errs = append(errs, fmt.Errorf("kubernetes ScaledObject %s: %s", name, fmt.Sprintf(format, a...)))
+	}
+	o, ok := k.Find("ScaledObject", name)
+	if !ok {
+		fail("missing: the dispatcher must scale on its consumer's lag")
+		return errs
+	}
+	var so struct {
+		Spec struct {
+			ScaleTargetRef struct {
+				Name string `yaml:"name"`
+			} `yaml:"scaleTargetRef"`
+			Triggers []struct {
+				Type     string            `yaml:"type"`
+				Metadata map[string]string `yaml:"metadata"`
+			} `yaml:"triggers"`
+		} `yaml:"spec"`
+	}
+	if err := o.Decode(&so); err != nil {
+		fail("%v", err)
+		return errs
+	}
+	if o.APIVersion != "keda.sh/v1alpha1" {
+		fail("apiVersion %q, want keda.sh/v1alpha1", o.APIVersion)
+	}
+	if so.Spec.ScaleTargetRef.Name != name {
+		fail("scales %q", so.Spec.ScaleTargetRef.Name)
+	}
+	stream := streamName(k)
+	if len(so.Spec.Triggers) != 1 || so.Spec.Triggers[0].Type != "nats-jetstream" {
+		fail("want one nats-jetstream trigger")
+		return errs
+	}
+	md := so.Spec.Triggers[0].Metadata
+	if md["stream"] != stream {
+		fail("stream %q, but the services use %q", md["stream"], stream)
+	}
+	if md["consumer"] != name {
+		fail("consumer %q, but the durable consumer is %q", md["consumer"], name)
+	}
+	if _, err := strconv.Atoi(md["lagThreshold"]); err != nil {
+		fail("lagThreshold %q is not a number", md["lagThreshold"])
+	}
+	for _, key := range []string{"natsServerMonitoringEndpoint", "account"} {
+		if md[key] == "" {
+			fail("metadata.%s is empty", key)
+		}
+	}
+	return errs
+}
+
+// streamName is the stream the deployed services use: the ConfigMap's
+// PARLEY_NATS_STREAM, or bus.Config's default.
+func streamName(k *Kubernetes) string {
+	if data, ok := k.data("ConfigMap", "parley-config"); ok && data["PARLEY_NATS_STREAM"] != "" {
+		return data["PARLEY_NATS_STREAM"]
+	}
+	return busStreamDefault()
+}
+
+// testedNames finds, in each folder's compose_test.go, the names passed to
+// ComposeService and KubernetesWorkload: by function, name -> folder.
+func testedNames(root string, folders []string) (map[string]map[string]string, []error) {
+	tested := map[string]map[string]string{"ComposeService": {}, "KubernetesWorkload": {}}
+	var errs []error
+	for _, f := range folders {
+		file := filepath.Join(root, "services", f, serviceTestFile)
+		if _, err := os.Stat(file); err != nil {
+			errs = append(errs, fmt.Errorf("services/%s has no %s: its deployment is not checked against its configuration", f, serviceTestFile))
+			continue
+		}
+		af, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ast.Inspect(af, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			names, ok := tested[sel.Sel.Name]
+			if x, isIdent := sel.X.(*ast.Ident); !ok || !isIdent || x.Name != "deploycheck" || len(call.Args) < 2 {
+				return true
+			}
+			lit, ok := call.Args[1].(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				errs = append(errs, fmt.Errorf("services/%s/%s: deploycheck.%s needs the name as a string literal", f, serviceTestFile, sel.Sel.Name))
+				return true
+			}
+			name, _ := strconv.Unquote(lit.Value)
+			if prev, dup := names[name]; dup && prev != f {
+				errs = append(errs, fmt.Errorf("%q is checked by deploycheck.%s in both services/%s and services/%s", name, sel.Sel.Name, prev, f))
+			}
+			names[name] = f
+			return true
+		})
+	}
+	return tested, errs
+}
+
+// buildsBinary reports whether services/<folder> builds a program named bin:
+// its root package (named like the folder) or cmd/<bin>.
+func buildsBinary(root, folder, bin string) bool {
+	dir := filepath.Join(root, "services", folder)
+	if bin != folder {
+		dir = filepath.Join(dir, "cmd", bin)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.PackageClauseOnly)
+		if err == nil && af.Name.Name == "main" {
+			return true
+		}
+	}
+	return false
+}
+
+// busStreamDefault is bus.Config's default stream name.
+func busStreamDefault() string {
+	vars, _ := Vars(bus.Config{})
+	for _, v := range vars {
+		if v.Name == "PARLEY_NATS_STREAM" {
+			return v.Default
+		}
+	}
+	return ""
+}

@@ -1,0 +1,430 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/parleyhq/parley/pkg/apikey"
+	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/bus/sendsv1"
+	"github.com/parleyhq/parley/pkg/catalog"
+	"github.com/parleyhq/parley/services/gateway/internal/idempotency"
+)
+
+func campaignBody(id int64, contacts ...string) string {
+	return fmt.Sprintf(`{"campaign_id":%d,"contacts":["%s"]}`, id, strings.Join(contacts, `","`))
+}
+
+func wantDetail(t *testing.T, r response, status int, detail string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d (body %s), want %d", r.status, r.body, status)
+	}
+	if got := r.json(t)["detail"]; got != detail {
+		t.Fatalf("detail %q, want %q", got, detail)
+	}
+}
+
+func TestUnauthorized(t *testing.T) {
+	g := newGateway(t, gwOptions{})
+	acme := g.provision("acme")
+	body := campaignBody(acme.campaign.ID, "+393331234567")
+	ctx := context.Background()
+
+	unknown, _, _ := apikey.Generate()
+	for name, key := range map[string]string{
+		"absent":       "",
+		"malformed":    "service_abc_def",
+		"bad checksum": acme.key[:len(acme.key)-1] + "x",
+		"unknown":      unknown,
+		"wrong secret": func() string {
+			p, _ := apikey.Parse(unknown)
+			return "service_" + strings.Split(acme.key, "_")[1] + "_" + p.Secret
+		}(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			wantDetail(t, g.post("/api/campaigns/send", key, body), 401, "Invalid API key")
+		})
+	}
+
+	t.Run("revoked, after the admin broadcast", func(t *testing.T) {
+		co := g.provision("revoked-co")
+		if r := g.post("/api/campaigns/send", co.key, campaignBody(co.campaign.ID, "+393331234567")); r.status != 202 {
+			t.Fatalf("before revoke: %d %s", r.status, r.body)
+		}
+		p, _ := apikey.Parse(co.key)
+		if _, err := g.keys.Revoke(ctx, co.company.ID, p.KeyID, apikey.Actor{Label: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		g.broadcast(bus.KindAPIKey, p.KeyID)
+		wantDetail(t, g.post("/api/campaigns/send", co.key, campaignBody(co.campaign.ID, "+393331234567")), 401, "Invalid API key")
+	})
+
+	t.Run("rotated: works at 23h59m, refused at 24h01m", func(t *testing.T) {
+		co := g.provision("rotated-co")
+		newKey, _, prev, err := g.keys.Rotate(ctx, co.company.ID, apikey.Actor{Label: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.broadcast(bus.KindAPIKey, prev.KeyID)
+		send := func(key string) response {
+			return g.post("/api/campaigns/send", key, campaignBody(co.campaign.ID, "+393331234567"))
+		}
+		g.clock.add(23*time.Hour + 59*time.Minute)
+		if r := send(co.key); r.status != 202 {
+			t.Fatalf("previous key at 23h59m: %d %s", r.status, r.body)
+		}
+		g.clock.add(2 * time.Minute)
+		wantDetail(t, send(co.key), 401, "Invalid API key")
+		if r := send(newKey); r.status != 202 {
+			t.Fatalf("new key: %d %s", r.status, r.body)
+		}
+	})
+}
+
+func TestForbidden(t *testing.T) {
+	g := newGateway(t, gwOptions{})
+	ctx := context.Background()
+	co := g.provision("acme")
+	off, on := false, true
+	if _, err := g.cat.UpdateCompany(ctx, co.company.ID, catalog.CompanyUpdate{SubscriptionActive: &off}); err != nil {
+		t.Fatal(err)
+	}
+	g.broadcast(bus.KindCompany, strconv.FormatInt(co.company.ID, 10))
+	for _, path := range []string{"/api/campaigns/send", "/api/automations/send"} {
+		wantDetail(t, g.post(path, co.key, `{}`), 403, "Subscription required")
+	}
+	if _, err := g.cat.UpdateCompany(ctx, co.company.ID, catalog.CompanyUpdate{SubscriptionActive: &on, Provisioned: &off}); err != nil {
+		t.Fatal(err)
+	}
+	g.broadcast(bus.KindCompany, strconv.FormatInt(co.company.ID, 10))
+	r := g.post("/api/campaigns/send", co.key, `{}`)
+	if r.status != 403 || !strings.HasPrefix(r.json(t)["detail"].(string), "Workspace not provisioned") {
+		t.Fatalf("not provisioned: %d %s", r.status, r.body)
+	}
+}
+
+func TestRateLimits(t *testing.T) {
+	g := newGateway(t, gwOptions{})
+	co := g.provision("acme")
+	other := g.provision("other")
+	for _, tc := range []struct {
+		path  string
+		n     int
+		body  string
+		error string
+	}{
+		{"/api/campaigns/send", 10, campaignBody(co.campaign.ID, "+393331234567"), `{"error":"Rate limit exceeded: 10 per 1 second"}`},
+		{"/api/automations/send", 20, `{}`, `{"error":"Rate limit exceeded: 20 per 1 second"}`},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			for i := range tc.n {
+				r := g.post(tc.path, co.key, tc.body)
+				if r.status == 429 {
+					t.Fatalf("request %d of %d refused", i+1, tc.n)
+				}
+				if r.header.Get("X-RateLimit-Limit") != strconv.Itoa(tc.n) || r.header.Get("X-RateLimit-Remaining") == "" || r.header.Get("X-RateLimit-Reset") == "" {
+					t.Fatalf("limit headers missing on an allowed response: %v", r.header)
+				}
+			}
+			r := g.post(tc.path, co.key, tc.body)
+			if r.status != 429 || string(r.body) != tc.error {
+				t.Fatalf("over the limit: %d %s", r.status, r.body)
+			}
+			if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 {
+				t.Fatalf("Retry-After %q", r.header.Get("Retry-After"))
+			}
+			if r.header.Get("X-RateLimit-Remaining") != "0" {
+				t.Fatalf("X-RateLimit-Remaining %q on a 429", r.header.Get("X-RateLimit-Remaining"))
+			}
+			// Limits are per company.
+			if r := g.post(tc.path, other.key, tc.body); r.status == 429 {
+				t.Fatal("another company was limited")
+			}
+		})
+	}
+}
+
+// TestOrderOfChecks: 401, 403, 429, 422 (schema), 404, 422 (configuration), 202.
+func TestOrderOfChecks(t *testing.T) {
+	g := newGateway(t, gwOptions{})
+	ctx := context.Background()
+	co := g.provision("acme")
+	invalid := `{"campaign_id":"x","contacts":"nope"}`
+
+	wantDetail(t, g.post("/api/campaigns/send", "", invalid), 401, "Invalid API key")
+
+	noSub := g.provision("nosub")
+	off := false
+	if _, err := g.cat.UpdateCompany(ctx, noSub.company.ID, catalog.CompanyUpdate{SubscriptionActive: &off}); err != nil {
+		t.Fatal(err)
+	}
+	wantDetail(t, g.post("/api/campaigns/send", noSub.key, invalid), 403, "Subscription required")
+
+	if r := g.post("/api/campaigns/send", co.key, invalid); r.status != 422 {
+		t.Fatalf("invalid body: %d %s", r.status, r.body)
+	}
+	// An unknown campaign with a body that is otherwise invalid is a 422 first.
+	if r := g.post("/api/campaigns/send", co.key, `{"campaign_id":999999,"contacts":["12"]}`); r.status != 422 {
+		t.Fatalf("schema before lookup: %d %s", r.status, r.body)
+	}
+	wantDetail(t, g.post("/api/campaigns/send", co.key, campaignBody(999999, "+393331234567")), 404, "Campaign not found")
+	wantDetail(t, g.post("/api/campaigns/send", co.key, campaignBody(g.provision("rival").campaign.ID, "+393331234567")), 404, "Campaign not found")
+
+	// Automation: a missing automation is 404 before its configuration is checked.
+	bare, err := g.cat.CreateAutomation(ctx, catalog.NewAutomation{CompanyID: co.company.ID, Name: "bare", Active: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := g.post("/api/automations/send", co.key, fmt.Sprintf(`{"automation_id":%d,"contacts":[{"phone":"1"}]}`, bare.ID)); r.status != 422 || !strings.Contains(string(r.body), "string_pattern_mismatch") {
+		t.Fatalf("schema before configuration: %d %s", r.status, r.body)
+	}
+	r := g.post("/api/automations/send", co.key, fmt.Sprintf(`{"automation_id":%d,"contacts":[{"phone":"+393331234567"}]}`, bare.ID))
+	if r.status != 422 || !strings.Contains(string(r.body), "no WhatsApp template selected") || !strings.Contains(string(r.body), "no connected WhatsApp account") {
+		t.Fatalf("misconfigured automation: %d %s", r.status, r.body)
+	}
+
+	// Rate limit comes before the schema: exhaust it with invalid bodies.
+	for range 10 {
+		g.post("/api/campaigns/send", co.key, invalid)
+	}
+	if r := g.post("/api/campaigns/send", co.key, invalid); r.status != 429 {
+		t.Fatalf("429 before 422: %d %s", r.status, r.body)
+	}
+}
+
+func TestCampaignSend(t *testing.T) {
+	g := newGateway(t, gwOptions{})
+	co := g.provision("acme")
+	r := g.post("/api/campaigns/send", co.key,
+		`{"campaign_id":`+strconv.FormatInt(co.campaign.ID, 10)+`,"contacts":["+393331234567","393331234567","+14155550100","+393331234567"],"scheduled_at":"2999-01-02T03:04:05+02:00"}`)
+	if r.status != 202 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	m := r.json(t)
+	if m["status"] != "accepted" || m["contacts"] != float64(2) || len(m["batch_id"].(string)) != 36 {
+		t.Fatalf("202 body %s", r.body)
+	}
+	raw := g.lastBatch(g.busCfg.CampaignSubject(co.company.ID))
+	var b sendsv1.CampaignBatch
+	if err := proto.Unmarshal(raw.Data, &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.BatchId != m["batch_id"] || raw.Header.Get("Nats-Msg-Id") != b.BatchId || b.CampaignId != co.campaign.ID || b.CompanyId != co.company.ID ||
+		strings.Join(b.Phones, ",") != "+393331234567,+14155550100" || b.IsForced ||
+		!b.ScheduledAt.AsTime().Equal(time.Date(2999, 1, 2, 1, 4, 5, 0, time.UTC)) {
+		t.Fatalf("published %v", &b)
+	}
+	for _, h := range []string{"X-Content-Type-Options", "Cache-Control", "Content-Security-Policy"} {
+		if r.header.Get(h) == "" {
+			t.Errorf("security header %s missing", h)
+		}
+	}
+
+	// A time in the past means now; no offset means UTC.
+	r = g.post("/api/campaigns/send", co.key, campaignBody(co.campaign.ID, "+393331234567")[:len(campaignBody(co.campaign.ID, "+393331234567"))-1]+`,"scheduled_at":"2001-01-01T00:00:00","is_forced":true}`)
+	if r.status != 202 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	if err := proto.Unmarshal(g.lastBatch(g.busCfg.CampaignSubject(co.company.ID)).Data, &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.ScheduledAt != nil || !b.IsForced {
+		t.Fatalf("past schedule kept or is_forced lost: %v", &b)
+	}
+
+	// The accepted batch is recorded in the background.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var n int
+		if err := g.pool.QueryRow(context.Background(), `SELECT count(*) FROM batches WHERE company_id = $1 AND status = 'accepted'`, co.company.ID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d accepted batches recorded, want 2", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestAutomationTrigger(t *testing.T) {
+	g := newGateway(t, gwOptions{})
+	ctx := context.Background()
+	co := g.provision("acme")
+	contacts := make([]string, 60)
+	for i := range contacts {
+		contacts[i] = fmt.Sprintf(`{"phone":"39333%07d","first_name":"N%d","variables":{"order_id":"o%d"}}`, i, i, i)
+	}
+	body := func(id int64, cs []string) string {
+		return fmt.Sprintf(`{"automation_id":%d,"contacts":[%s],"image_url":"https://cdn.example/a.png","url2":"https://x.example/t"}`, id, strings.Join(cs, ","))
+	}
+	r := g.post("/api/automations/send", co.key, body(co.automation.ID, contacts))
+	if r.status != 202 || r.json(t)["contacts"] != float64(50) {
+		t.Fatalf("60 contacts: %d %s", r.status, r.body)
+	}
+	var b sendsv1.AutomationBatch
+	if err := proto.Unmarshal(g.lastBatch(g.busCfg.AutomationSubject(co.company.ID)).Data, &b); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Contacts) != 50 || b.Contacts[0].Phone != "+393330000000" || b.Contacts[49].GetFirstName() != "N49" ||
+		b.Contacts[3].Variables["order_id"] != "o3" || b.ImageUrl != "https://cdn.example/a.png" || b.Url2 != "https://x.example/t" || b.Url != "" {
+		t.Fatalf("published %v", &b)
+	}
+
+	// Missing trigger variables: one item per contact and variable, among the processed 50 only.
+	cs := []string{`{"phone":"+393330000001","variables":{"other":"x"}}`, `{"phone":"+393330000002"}`, `{"phone":"+393330000003","variables":{"order_id":"1"}}`}
+	r = g.post("/api/automations/send", co.key, body(co.automation.ID, cs))
+	if r.status != 422 {
+		t.Fatalf("missing variables: %d %s", r.status, r.body)
+	}
+	detail := r.json(t)["detail"].([]any)
+	if len(detail) != 2 || fmt.Sprint(detail[0].(map[string]any)["loc"]) != "[body contacts 0 variables order_id]" ||
+		fmt.Sprint(detail[1].(map[string]any)["loc"]) != "[body contacts 1 variables order_id]" {
+		t.Fatalf("items %s", r.body)
+	}
+
+	// 404: unknown, inactive, not api, another company's.
+	inactive, _ := g.cat.CreateAutomation(ctx, catalog.NewAutomation{CompanyID: co.company.ID, Name: "off", TemplateID: &co.template.ID, MessagingAccountID: &co.account.ID})
+	event, _ := g.cat.CreateAutomation(ctx, catalog.NewAutomation{CompanyID: co.company.ID, Name: "ev", Type: catalog.TypeEvent, Active: true, TemplateID: &co.template.ID, MessagingAccountID: &co.account.ID})
+	rival := g.provision("rival")
+	one := []string{`{"phone":"+393330000001","variables":{"order_id":"1"}}`}
+	for name, id := range map[string]int64{"unknown": 999999, "inactive": inactive.ID, "event": event.ID, "rival": rival.automation.ID} {
+		wantDetail(t, g.post("/api/automations/send", co.key, body(id, one)), 404, "Automation not found")
+		_ = name
+	}
+
+	// A disconnected account is a 422 with its own message once the change is broadcast.
+	off := false
+	if _, err := g.cat.UpdateMessagingAccount(ctx, co.account.ID, catalog.AccountUpdate{Connected: &off}); err != nil {
+		t.Fatal(err)
+	}
+	g.broadcast(bus.KindAutomation, strconv.FormatInt(co.automation.ID, 10))
+	r = g.post("/api/automations/send", co.key, body(co.automation.ID, one))
+	if r.status != 422 || !strings.Contains(string(r.body), "no connected WhatsApp account") {
+		t.Fatalf("disconnected account: %d %s", r.status, r.body)
+	}
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	g := newGateway(t, gwOptions{})
+	co := g.provision("acme")
+	body := campaignBody(co.campaign.ID, "+393331234567", "+393331234568")
+	before := g.streamCount()
+	first := g.post("/api/campaigns/send", co.key, body, "Idempotency-Key", `"order-42"`)
+	second := g.post("/api/campaigns/send", co.key, body, "Idempotency-Key", "order-42")
+	if first.status != 202 || second.status != 202 || string(first.body) != string(second.body) || second.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay: %d %s / %d %s", first.status, first.body, second.status, second.body)
+	}
+	if n := g.streamCount() - before; n != 1 {
+		t.Fatalf("%d batches published for one key, want 1", n)
+	}
+	r := g.post("/api/campaigns/send", co.key, campaignBody(co.campaign.ID, "+393331234599"), "Idempotency-Key", "order-42")
+	if r.status != 422 || !strings.Contains(string(r.body), "idempotency_key_reused") {
+		t.Fatalf("other body: %d %s", r.status, r.body)
+	}
+	// A duplicate while the first is in flight: hold the key as a request would.
+	idem := idempotency.New(redisClient(t, g), g.redis.KeyPrefix, time.Hour, time.Minute)
+	if d, _, _, err := idem.Begin(context.Background(), co.company.ID, "campaigns_send", "in-flight", idempotency.Fingerprint([]byte(body))); err != nil || d != idempotency.Proceed {
+		t.Fatal(d, err)
+	}
+	if r := g.post("/api/campaigns/send", co.key, body, "Idempotency-Key", "in-flight"); r.status != 409 {
+		t.Fatalf("concurrent duplicate: %d %s", r.status, r.body)
+	}
+	// A refused request releases its key so the client can correct it.
+	if r := g.post("/api/campaigns/send", co.key, campaignBody(999999, "+393331234567"), "Idempotency-Key", "fix-me"); r.status != 404 {
+		t.Fatal(r.status)
+	}
+	if r := g.post("/api/campaigns/send", co.key, body, "Idempotency-Key", "fix-me"); r.status != 202 {
+		t.Fatalf("after a 404 the key is free: %d %s", r.status, r.body)
+	}
+	if r := g.post("/api/campaigns/send", co.key, body, "Idempotency-Key", "bad key with spaces"); r.status != 422 {
+		t.Fatalf("invalid key: %d %s", r.status, r.body)
+	}
+}
+
+func TestNoAcceptWithoutTheStream(t *testing.T) {
+	g := newGateway(t, gwOptions{})
+	co := g.provision("acme")
+	body := campaignBody(co.campaign.ID, "+393331234567")
+	before := g.streamCount()
+	g.nats.Stop()
+	var wg sync.WaitGroup
+	statuses := make(chan int, 5)
+	for i := range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			statuses <- g.post("/api/campaigns/send", co.key, body, "Idempotency-Key", "k"+strconv.Itoa(i)).status
+		}()
+	}
+	wg.Wait()
+	close(statuses)
+	for s := range statuses {
+		if s != http.StatusServiceUnavailable {
+			t.Fatalf("with NATS down: %d, want 503", s)
+		}
+	}
+	g.nats.Start()
+	// Wait for the gateway to reconnect, then check nothing was stored.
+	deadline := time.Now().Add(10 * time.Second)
+	for g.post("/api/campaigns/send", co.key, body, "Idempotency-Key", "k0").status != 202 {
+		if time.Now().After(deadline) {
+			t.Fatal("gateway did not recover after NATS came back")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if n := g.streamCount() - before; n != 1 {
+		t.Fatalf("stream holds %d new batches after 5 refused sends and 1 accepted retry, want 1", n)
+	}
+}
+
+func TestRedisDownFallsBack(t *testing.T) {
+	private := newPrivateRedis(t)
+	cfg := private.Config()
+	g := newGateway(t, gwOptions{redis: &cfg})
+	co := g.provision("acme")
+	private.Stop()
+	for i := range 10 {
+		r := g.post("/api/campaigns/send", co.key, campaignBody(co.campaign.ID, "+393331234567"))
+		if r.status != 202 {
+			t.Fatalf("send %d with Redis down: %d %s", i, r.status, r.body)
+		}
+	}
+	r := g.post("/api/campaigns/send", co.key, campaignBody(co.campaign.ID, "+393331234567"))
+	if r.status != 429 {
+		t.Fatalf("the fallback limiter did not limit: %d %s", r.status, r.body)
+	}
+	// With Redis down an Idempotency-Key cannot be honoured: 503, not 5xx from a crash.
+	if r := g.post("/api/campaigns/send", g.provision("b").key, campaignBody(co.campaign.ID, "+393331234567"), "Idempotency-Key", "x"); r.status != 503 {
+		t.Fatalf("idempotency with Redis down: %d %s", r.status, r.body)
+	}
+}
+
+func TestBodyLimitsAndShapes(t *testing.T) {
+	g := newGateway(t, gwOptions{})
+	co := g.provision("acme")
+	big := `{"campaign_id":1,"contacts":["` + strings.Repeat("1", 2<<20) + `"]}`
+	r := g.post("/api/campaigns/send", co.key, big)
+	if r.status != 413 || !strings.HasPrefix(r.json(t)["detail"].(string), "Request body too large") {
+		t.Fatalf("big body: %d %.200s", r.status, r.body)
+	}
+	if r := g.do("POST", "/api/campaigns/send", co.key, []byte{0xff, 0xfe, '{'}); r.status != 400 {
+		t.Fatalf("non-UTF-8 body: %d %s", r.status, r.body)
+	}
+	if r := g.do("POST", "/api/campaigns/send", co.key, nil); r.status != 422 || string(r.body) != `{"detail":[{"type":"missing","loc":["body"],"msg":"Field required","input":null}]}` {
+		t.Fatalf("empty body: %d %s", r.status, r.body)
+	}
+	wantDetail(t, g.do("GET", "/api/campaigns/send", co.key, nil), 405, "Method Not Allowed")
+	wantDetail(t, g.do("GET", "/nope", "", nil), 404, "Not Found")
+}

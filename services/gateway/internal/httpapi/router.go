@@ -1,0 +1,73 @@
+// Package httpapi is the gateway's HTTP edge: the public API under /api with
+// its order of checks (401, 403, 429, 422, 404, 422, 202), the provider's
+// webhooks, and the hardening every answer gets. Domain errors become
+// statuses here and nowhere else.
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// Config tunes the edge.
+type Config struct {
+	// MaxBodyBytes is the largest request body accepted (413 above it).
+	MaxBodyBytes int64
+	// IdempotencyTimeout bounds each Idempotency-Key record update.
+	IdempotencyTimeout time.Duration
+	// AccessLog logs one line per request (errors are always logged).
+	AccessLog bool
+	// Webhook holds the provider webhooks' secrets.
+	Webhook WebhookConfig
+}
+
+// Deps are the ports the edge calls.
+type Deps struct {
+	Auth        Authenticator
+	Limiter     Limiter
+	Sends       Sender
+	Idempotency Idempotency
+	Batches     BatchReader
+	Statuses    StatusSink
+	Metrics     prometheus.Registerer
+	Log         *zap.Logger
+}
+
+type handlers struct {
+	cfg      Config
+	webhook  WebhookConfig
+	sends    Sender
+	idem     Idempotency
+	batches  BatchReader
+	statuses StatusSink
+	log      *zap.Logger
+}
+
+// New returns the gateway's handler for everything but the probes.
+func New(cfg Config, d Deps) http.Handler {
+	h := &handlers{cfg: cfg, webhook: cfg.Webhook, sends: d.Sends, idem: d.Idempotency,
+		batches: d.Batches, statuses: d.Statuses, log: d.Log}
+	e := gin.New()
+	e.HandleMethodNotAllowed = true
+	e.ContextWithFallback = true
+	e.Use(recoverPanics(d.Log), secureHeaders, observe(newMetrics(d.Metrics), d.Log, cfg.AccessLog))
+	e.NoRoute(func(c *gin.Context) { abortDetail(c, http.StatusNotFound, msgNotFound) })
+	e.NoMethod(func(c *gin.Context) { abortDetail(c, http.StatusMethodNotAllowed, msgMethod) })
+
+	authed := authenticate(d.Auth, d.Log)
+	api := func(r Route, handler gin.HandlerFunc) {
+		e.Handle(r.Method, r.Path, authed, limit(d.Limiter, r), handler)
+	}
+	api(RouteCampaignSend, h.sendCampaign)
+	api(RouteAutomationSend, h.triggerAutomation)
+	api(RouteBatchStatus, h.batchStatus)
+
+	// The provider's callbacks: authenticated by their signature, not a key.
+	e.GET(WebhookPath, h.webhookVerify)
+	e.POST(WebhookPath, h.webhookStatuses)
+	return e
+}

@@ -1,0 +1,33 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/parleyhq/parley/pkg/ratelimit"
+)
+
+// WebhookPath receives the WhatsApp Cloud API's status callbacks.
+const WebhookPath = "/webhooks/whatsapp"
+
+// Route is one endpoint of the public API and its rate limit, counted per
+// company (spec section 8). This table is the only place a rate is written.
+type Route struct {
+	// Name keys the limiter and labels metrics.
+	Name   string
+	Method string
+	Path   string
+	Limit  ratelimit.Limit
+}
+
+// The public API. GET /api/batches/{batch_id} is ours (the spec names no
+// limit for it): 20 per second per company, as generous as the busiest send.
+var (
+	RouteCampaignSend    = Route{"campaigns_send", http.MethodPost, "/api/campaigns/send", ratelimit.PerSecond(10)}
+	RouteAutomationSend  = Route{"automations_send", http.MethodPost, "/api/automations/send", ratelimit.PerSecond(20)}
+	RouteSegmentCreate   = Route{"segments_create", http.MethodPost, "/api/segments/create", ratelimit.PerSecond(10)}
+	RouteSegmentContacts = Route{"segment_contacts", http.MethodPost, "/api/segments/:segment_id/contacts", ratelimit.PerMinute(1)}
+	RouteBatchSend       = Route{"batch_send", http.MethodPost, "/api/batch/send", ratelimit.Every(1, 10*time.Second)}
+	RouteConnectorSend   = Route{"connector_send", http.MethodPost, "/api/:connector/send", ratelimit.Every(1, 10*time.Second)}
+	RouteBatchStatus     = Route{"batch_status", http.MethodGet, "/api/batches/:batch_id", ratelimit.PerSecond(20)}
+)

@@ -1,0 +1,207 @@
+// Package loadtest measures the gateway on loopback: it provisions companies
+// with keys, drives an endpoint from many keep-alive connections with a lean
+// HTTP/1.1 client (so the generator spends little of the machine's CPU), and
+// reports throughput and latency percentiles. It also serves the "floor": a
+// bare Gin handler doing one redis_rate Allow and one synchronous JetStream
+// publish per request, the least any gateway must do.
+package loadtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Request is one prepared request: a key and a body.
+type Request struct {
+	Key  string
+	Body []byte
+	// Contacts is how many contacts the body carries (for contacts/s).
+	Contacts int
+}
+
+// Result is what a run measured.
+type Result struct {
+	Requests    int
+	Contacts    int
+	Duration    time.Duration
+	Statuses    map[int]int
+	Errors      int
+	P50, P99    time.Duration
+	Max         time.Duration
+	ReqPerSec   float64
+	ContactsSec float64
+}
+
+func (r Result) String() string {
+	return fmt.Sprintf("%9.0f req/s %10.0f contacts/s  p50 %6.2f ms  p99 %6.2f ms  max %6.1f ms  statuses %v errors %d",
+		r.ReqPerSec, r.ContactsSec, ms(r.P50), ms(r.P99), ms(r.Max), r.Statuses, r.Errors)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Run drives POST path on addr from conns connections for warmup+measure,
+// cycling through reqs (connection i starts at i and steps by conns, so
+// companies are spread evenly). Only the measure window is counted.
+func Run(ctx context.Context, addr, path string, reqs []Request, conns int, warmup, measure time.Duration) (Result, error) {
+	type worker struct {
+		lat      []time.Duration
+		statuses map[int]int
+		contacts int
+		errs     int
+	}
+	workers := make([]*worker, conns)
+	start := time.Now()
+	measureFrom := start.Add(warmup)
+	stopAt := measureFrom.Add(measure)
+	var wg sync.WaitGroup
+	var dialErr error
+	var once sync.Once
+	for i := range conns {
+		w := &worker{statuses: map[int]int{}, lat: make([]time.Duration, 0, 1<<16)}
+		workers[i] = w
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := dial(addr)
+			if err != nil {
+				once.Do(func() { dialErr = err })
+				return
+			}
+			defer c.close()
+			buf := make([]byte, 0, 4096)
+			for j := i; ctx.Err() == nil; j += conns {
+				r := reqs[j%len(reqs)]
+				buf = appendRequest(buf[:0], addr, path, r)
+				t0 := time.Now()
+				if t0.After(stopAt) {
+					return
+				}
+				status, err := c.do(buf)
+				t1 := time.Now()
+				if err != nil {
+					if t0.After(measureFrom) {
+						w.errs++
+					}
+					c.close()
+					if c, err = dial(addr); err != nil {
+						return
+					}
+					continue
+				}
+				if t0.After(measureFrom) && t1.Before(stopAt) {
+					w.lat = append(w.lat, t1.Sub(t0))
+					w.statuses[status]++
+					if status == 202 {
+						w.contacts += r.Contacts
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if dialErr != nil {
+		return Result{}, dialErr
+	}
+	res := Result{Statuses: map[int]int{}, Duration: measure}
+	var all []time.Duration
+	for _, w := range workers {
+		all = append(all, w.lat...)
+		res.Contacts += w.contacts
+		res.Errors += w.errs
+		for s, n := range w.statuses {
+			res.Statuses[s] += n
+		}
+	}
+	if len(all) == 0 {
+		return res, errors.New("no request completed in the measurement window")
+	}
+	slices.Sort(all)
+	res.Requests = len(all)
+	res.P50 = all[len(all)/2]
+	res.P99 = all[len(all)*99/100]
+	res.Max = all[len(all)-1]
+	res.ReqPerSec = float64(res.Requests) / measure.Seconds()
+	res.ContactsSec = float64(res.Contacts) / measure.Seconds()
+	return res, nil
+}
+
+func appendRequest(b []byte, host, path string, r Request) []byte {
+	b = append(b, "POST "...)
+	b = append(b, path...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, host...)
+	b = append(b, "\r\nContent-Type: application/json\r\nservice-api-key: "...)
+	b = append(b, r.Key...)
+	b = append(b, "\r\nContent-Length: "...)
+	b = strconv.AppendInt(b, int64(len(r.Body)), 10)
+	b = append(b, "\r\n\r\n"...)
+	return append(b, r.Body...)
+}
+
+type conn struct {
+	nc net.Conn
+	br *bufio.Reader
+}
+
+func dial(addr string) (*conn, error) {
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &conn{nc: nc, br: bufio.NewReaderSize(nc, 16<<10)}, nil
+}
+
+func (c *conn) close() { _ = c.nc.Close() }
+
+var contentLength = []byte("content-length:")
+
+// do writes one request and reads one response (status line, headers, a
+// Content-Length body), which is all the gateway and the floor send.
+func (c *conn) do(req []byte) (int, error) {
+	if _, err := c.nc.Write(req); err != nil {
+		return 0, err
+	}
+	line, err := c.br.ReadSlice('\n')
+	if err != nil {
+		return 0, err
+	}
+	if len(line) < 12 {
+		return 0, fmt.Errorf("bad status line %q", line)
+	}
+	status, err := strconv.Atoi(string(line[9:12]))
+	if err != nil {
+		return 0, fmt.Errorf("bad status line %q", line)
+	}
+	length := -1
+	for {
+		h, err := c.br.ReadSlice('\n')
+		if err != nil {
+			return 0, err
+		}
+		if len(h) <= 2 {
+			break
+		}
+		if len(h) > len(contentLength) && bytes.EqualFold(h[:len(contentLength)], contentLength) {
+			length, err = strconv.Atoi(string(bytes.TrimSpace(h[len(contentLength):])))
+			if err != nil {
+				return 0, fmt.Errorf("bad content-length %q", h)
+			}
+		}
+	}
+	if length < 0 {
+		return 0, errors.New("response without Content-Length")
+	}
+	if _, err := c.br.Discard(length); err != nil {
+		return 0, err
+	}
+	return status, nil
+}
