@@ -55,6 +55,8 @@ func TestDrillDispatcherKill(t *testing.T) {
 	accepted := publishLoad(e, s)
 	e.waitReceived(int64(accepted/5), 60*time.Second)
 	d.kill()
+	// Requests the provider had already taken finish on its side.
+	time.Sleep(200 * time.Millisecond)
 	sending := e.count(`SELECT count(*) FROM messages WHERE state = 'sending'`)
 	open := e.count(`SELECT count(*) FROM messages WHERE state IN ('queued', 'scheduled', 'deferred', 'sending')`)
 	expanded := e.count(`SELECT count(*) FROM messages`)
