@@ -19,6 +19,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 )
 
 func TestBenchDelivery(t *testing.T) {
@@ -203,4 +208,43 @@ func benchFairness(t *testing.T, campaignRate int) {
 	if q(0.99) >= time.Second {
 		t.Errorf("automation p99 %s, target < 1 s", q(0.99))
 	}
+}
+
+// startAutomation runs the automation dispatcher binary.
+func (e *drillEnv) startAutomation(extra ...string) (*proc, string) {
+	e.t.Helper()
+	addr := freeAddr(e.t)
+	p := startProc(e.t, "automation-dispatcher", bins.automation, e.dispatcherEnv("PARLEY_AUTOMATION_DISPATCHER_ADDR", addr, extra...)...)
+	waitHTTP(e.t, "http://"+addr+"/readyz", 30*time.Second, p)
+	return p, addr
+}
+
+// publishAutomation publishes a trigger for the given contacts.
+func (e *drillEnv) publishAutomation(s sender, phones []string) (batchID string, ackedAt time.Time) {
+	e.t.Helper()
+	id := uuid.Must(uuid.NewV7()).String()
+	b := &sendsv1.AutomationBatch{BatchId: id, CompanyId: s.company.ID, AutomationId: s.auto.ID, AcceptedAt: timestamppb.Now(),
+		Source: "api:automations/send"}
+	for _, p := range phones {
+		b.Contacts = append(b.Contacts, &sendsv1.AutomationContact{Phone: p})
+	}
+	e.publish(e.busCfg.AutomationSubject(s.company.ID), id, b)
+	return id, time.Now()
+}
+
+// simReceived is one message provider-sim accepted.
+type simReceived struct {
+	ID            string    `json:"id"`
+	PhoneNumberID string    `json:"phone_number_id"`
+	To            string    `json:"to"`
+	ReceivedAt    time.Time `json:"received_at"`
+}
+
+// simMessages lists received messages, oldest first (the newest "limit").
+func (e *drillEnv) simMessages(query url.Values) []simReceived {
+	var out struct {
+		Messages []simReceived `json:"messages"`
+	}
+	e.sim.do("GET", "/_sim/messages?"+query.Encode(), nil, &out)
+	return out.Messages
 }

@@ -109,7 +109,7 @@ func TestDrillNATSRestart(t *testing.T) {
 // written once it is back; nothing is lost and nothing sent twice.
 func TestDrillPostgresOutage(t *testing.T) {
 	pg := startPrivatePG(t)
-	e := newDrillEnv(t, drillOptions{pg: pg, simEnv: []string{"PARLEY_PROVIDER_SIM_LATENCY=20ms"}})
+	e := newDrillEnv(t, drillOptions{pgURL: pg.URL, simEnv: []string{"PARLEY_PROVIDER_SIM_LATENCY=20ms"}})
 	s := e.newSender("pg", drillRate)
 	d, addr := e.startCampaign()
 	accepted := publishLoad(e, s)
