@@ -160,6 +160,8 @@ type Config struct {
 	// FlushInterval and FlushSize bound how long outcomes wait to be recorded.
 	FlushInterval time.Duration `env:"PARLEY_DISPATCH_FLUSH_INTERVAL" envDefault:"10ms"`
 	FlushSize     int           `env:"PARLEY_DISPATCH_FLUSH_SIZE" envDefault:"1000"`
+	// Recorders is how many flushes may run at once.
+	Recorders int `env:"PARLEY_DISPATCH_RECORDERS" envDefault:"4"`
 	// SweepInterval is how often stale claims are returned and early status
 	// callbacks applied.
 	SweepInterval time.Duration `env:"PARLEY_DISPATCH_SWEEP_INTERVAL" envDefault:"5s"`
@@ -187,6 +189,7 @@ func (c Config) Validate(providerTimeout time.Duration) error {
 	positive("PARLEY_DISPATCH_CLAIM_BATCH", c.ClaimBatch)
 	positive("PARLEY_DISPATCH_MAX_ATTEMPTS", c.MaxAttempts)
 	positive("PARLEY_DISPATCH_FLUSH_SIZE", c.FlushSize)
+	positive("PARLEY_DISPATCH_RECORDERS", c.Recorders)
 	positive("PARLEY_DISPATCH_EXPAND_WORKERS", c.ExpandWorkers)
 	durations := []struct {
 		name string

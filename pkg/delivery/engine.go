@@ -27,7 +27,8 @@ import (
 // bypass the rules are taken. It returns what rendering needs.
 const claimSQL = `
 WITH picked AS (
-	SELECT m.id, (NOT m.bypass_rules AND c.opted_out_at IS NOT NULL) AS opted_out
+	SELECT m.id, (NOT m.bypass_rules AND c.opted_out_at IS NOT NULL) AS opted_out,
+		c.first_name, c.last_name, c.variables
 	FROM messages m
 	LEFT JOIN contacts c ON c.company_id = m.company_id AND c.phone = m.phone
 	WHERE m.lane = $1 AND m.messaging_account_id = $2
@@ -36,18 +37,15 @@ WITH picked AS (
 	ORDER BY m.not_before, m.id
 	LIMIT $4
 	FOR UPDATE OF m SKIP LOCKED
-), upd AS (
-	UPDATE messages m SET
-		state = (CASE WHEN p.opted_out THEN 'skipped_opt_out' ELSE 'sending' END)::message_state,
-		claimed_at = $3,
-		skipped_at = CASE WHEN p.opted_out THEN $3::timestamptz ELSE NULL END,
-		updated_at = $3
-	FROM picked p WHERE m.id = p.id
-	RETURNING m.id, m.batch_id, m.state, m.phone, m.company_id, m.template_id, m.attempts, m.overrides, m.claimed_at
 )
-SELECT u.id, u.batch_id::text, u.state::text, u.phone, COALESCE(u.template_id, 0), u.attempts, u.overrides, u.claimed_at,
-	COALESCE(c.first_name, ''), COALESCE(c.last_name, ''), c.variables
-FROM upd u LEFT JOIN contacts c ON c.company_id = u.company_id AND c.phone = u.phone`
+UPDATE messages m SET
+	state = (CASE WHEN p.opted_out THEN 'skipped_opt_out' ELSE 'sending' END)::message_state,
+	claimed_at = $3,
+	skipped_at = CASE WHEN p.opted_out THEN $3::timestamptz ELSE NULL END,
+	updated_at = $3
+FROM picked p WHERE m.id = p.id
+RETURNING m.id, m.batch_id::text, m.state::text, m.phone, COALESCE(m.template_id, 0), m.attempts, m.overrides, m.claimed_at,
+	COALESCE(p.first_name, ''), COALESCE(p.last_name, ''), p.variables`
 
 // deferSQL moves an account's due non-forced campaign messages to the next
 // opening of its delivery hours.
@@ -122,6 +120,7 @@ type engine struct {
 	sendCtx context.Context
 
 	mu      sync.Mutex
+	warned  map[string]time.Time
 	runCtx  context.Context
 	workers map[int64]*laneWorker
 	wg      sync.WaitGroup
@@ -141,7 +140,27 @@ func newEngine(lane Lane, cfg Config, pool *pgxpool.Pool, cat Catalog, sender wh
 		slots:   make(chan struct{}, cfg.Workers),
 		sendCtx: context.Background(),
 		workers: map[int64]*laneWorker{},
+		warned:  map[string]time.Time{},
 	}
+}
+
+// warnInterval is how often one kind of recurring failure is logged: an
+// outage of PostgreSQL makes every poll fail, and one line per interval
+// says as much as four a second.
+const warnInterval = 10 * time.Second
+
+// warn logs a recurring failure at most once per warnInterval per message.
+func (e *engine) warn(msg string, fields ...zap.Field) {
+	e.mu.Lock()
+	last, seen := e.warned[msg]
+	now := time.Now()
+	if seen && now.Sub(last) < warnInterval {
+		e.mu.Unlock()
+		return
+	}
+	e.warned[msg] = now
+	e.mu.Unlock()
+	e.log.Warn(msg, fields...)
 }
 
 // run discovers accounts with due work, returns stale claims and applies
@@ -151,7 +170,7 @@ func (e *engine) run(ctx context.Context) {
 	e.mu.Lock()
 	e.runCtx = ctx
 	e.mu.Unlock()
-	go e.rec.run()
+	e.rec.run()
 
 	poll := time.NewTicker(e.cfg.PollInterval)
 	defer poll.Stop()
@@ -198,14 +217,14 @@ func (e *engine) discover(ctx context.Context) {
 	rows, err := e.pool.Query(qctx, dueAccountsSQL, string(e.lane), e.now())
 	if err != nil {
 		if ctx.Err() == nil {
-			e.log.Warn("find accounts with due messages", zap.Error(err))
+			e.warn("find accounts with due messages", zap.Error(err))
 		}
 		return
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
 		if ctx.Err() == nil {
-			e.log.Warn("find accounts with due messages", zap.Error(err))
+			e.warn("find accounts with due messages", zap.Error(err))
 		}
 		return
 	}
@@ -251,10 +270,10 @@ func (e *engine) sweep(ctx context.Context) {
 		return completeBatches(qctx, tx, batches, now)
 	})
 	if err != nil && ctx.Err() == nil {
-		e.log.Warn("sweep", zap.Error(err))
+		e.warn("sweep", zap.Error(err))
 	}
 	if _, _, err := SweepBacklog(qctx, e.pool, now); err != nil && ctx.Err() == nil {
-		e.log.Warn("sweep status backlog", zap.Error(err))
+		e.warn("sweep status backlog", zap.Error(err))
 	}
 	var waiting int64
 	if err := e.pool.QueryRow(qctx, `SELECT count(*) FROM messages WHERE lane = $1 AND state IN ('queued', 'scheduled', 'deferred')`,
@@ -276,7 +295,7 @@ func (e *engine) work(ctx context.Context, accountID int64, w *laneWorker) {
 			return
 		}
 		if err != nil {
-			e.log.Warn("lane worker", zap.Int64("account_id", accountID), zap.Error(err))
+			e.warn("lane worker", zap.Int64("account_id", accountID), zap.Error(err))
 			// Retire; discovery brings the account back on its next poll.
 			e.retire(accountID, w, true)
 			return
@@ -355,7 +374,10 @@ func (e *engine) step(ctx context.Context, accountID int64) (more bool, err erro
 	if slots == 0 {
 		return false, ctx.Err()
 	}
-	msgs, err := e.claim(ctx, accountID, slots, e.now(), closed)
+	// Not cancelled by shutdown: a claim the database made must reach this
+	// process, which then sends or releases its rows, rather than leave them
+	// to the lease.
+	msgs, err := e.claim(context.WithoutCancel(ctx), accountID, slots, e.now(), closed)
 	if err != nil {
 		e.release(slots)
 		return false, err
@@ -388,6 +410,8 @@ func (e *engine) step(ctx context.Context, accountID int64) (more bool, err erro
 }
 
 func (e *engine) claim(ctx context.Context, accountID int64, n int, now time.Time, closed bool) ([]claimed, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	rows, err := e.pool.Query(ctx, claimSQL, string(e.lane), accountID, now, n, closed)
 	if err != nil {
 		return nil, fmt.Errorf("claim messages of account %d: %w", accountID, err)

@@ -43,9 +43,18 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	ns := bustest.NewServer(t)
+	h := newHarnessOn(t, ns.URL())
+	h.nats = ns
+	return h
+}
+
+// newHarnessOn is a harness on the NATS server at url, with a stream and
+// subject prefix of its own that are deleted when the test ends.
+func newHarnessOn(t *testing.T, url string) *harness {
+	t.Helper()
 	h := &harness{fixture: newFixture(t)}
-	h.nats = bustest.NewServer(t)
-	h.busCfg = bustest.Config(h.nats.URL())
+	h.busCfg = bustest.Config(url)
 	nc, err := bus.Connect(h.busCfg, t.Name())
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +67,7 @@ func newHarness(t *testing.T) *harness {
 	if _, err := bus.EnsureStream(h.ctx, h.js, h.busCfg); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = h.js.DeleteStream(context.Background(), h.busCfg.Stream) })
 
 	h.sim, err = whatsappsim.New(whatsappsim.Config{Throughput: 100_000})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,6 +37,9 @@ type outcome struct {
 	notBefore time.Time
 	at        time.Time
 }
+
+// flushTimeout bounds one flush transaction.
+const flushTimeout = 30 * time.Second
 
 // recordSQL applies outcomes to the claims they belong to: a row whose claim
 // was taken back by the lease and claimed again (another claimed_at) is left
@@ -92,6 +96,11 @@ func completeBatches(ctx context.Context, tx pgx.Tx, batches []string, now time.
 // that arrived before their wamids, and completes finished batches. A
 // failed flush is retried, with everything that arrived meanwhile, until
 // it succeeds: outcomes are never dropped while the process lives.
+//
+// Several flushers share the queue (Config.Recorders), so that recording is
+// not one PostgreSQL backend's work at a time: each outcome is taken by one
+// of them, and their transactions overlap except for the short batch-row
+// locks at the end.
 type recorder struct {
 	lane     Lane
 	pool     *pgxpool.Pool
@@ -103,16 +112,18 @@ type recorder struct {
 	// giveUp bounds the retries once the recorder is closed.
 	giveUp time.Duration
 
-	in   chan outcome
-	done chan struct{}
+	flushers int
+	in       chan outcome
+	done     chan struct{}
 }
 
 func newRecorder(lane Lane, pool *pgxpool.Pool, now Clock, log *zap.Logger, m *Metrics, cfg Config) *recorder {
 	return &recorder{
 		lane: lane, pool: pool, now: now, log: log, m: m,
 		interval: cfg.FlushInterval, size: cfg.FlushSize, giveUp: cfg.ShutdownTimeout,
-		in:   make(chan outcome, cfg.Workers),
-		done: make(chan struct{}),
+		flushers: max(cfg.Recorders, 1),
+		in:       make(chan outcome, cfg.Workers),
+		done:     make(chan struct{}),
 	}
 }
 
@@ -126,8 +137,23 @@ func (r *recorder) close() {
 	<-r.done
 }
 
+// run starts the flushers and returns; done closes when all have stopped.
 func (r *recorder) run() {
-	defer close(r.done)
+	var wg sync.WaitGroup
+	for range r.flushers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.flusher()
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(r.done)
+	}()
+}
+
+func (r *recorder) flusher() {
 	var buf []outcome
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -281,7 +307,10 @@ func (r *recorder) write(buf []outcome) error {
 		ats = append(ats, o.at)
 	}
 	counts := map[outcomeKind]int{}
-	ctx := context.Background()
+	// Bounded, so that a connection that hangs (rather than fails) is
+	// given up and the flush retried on another.
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		clear(counts)
 		var sent []string

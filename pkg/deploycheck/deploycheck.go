@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/parleyhq/parley/pkg/ops"
@@ -158,6 +159,10 @@ func hostOf(value string) (host string, ok bool) {
 	}
 	h, port, err := net.SplitHostPort(value)
 	if err != nil || h == "" || port == "" {
+		return "", false
+	}
+	// "id:token" pairs (provider-sim's accounts) are not addresses.
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return "", false
 	}
 	return h, true

@@ -46,15 +46,17 @@ func publishLoad(e *drillEnv, s sender) int {
 
 // TestDrillDispatcherKill SIGKILLs the dispatcher mid-run and starts it
 // again. Rows left in sending are the documented window: the restarted
-// dispatcher sends them again once their lease (3 s here) has passed.
+// dispatcher sends them again once their lease (4 s here) has passed.
 func TestDrillDispatcherKill(t *testing.T) {
 	e := newDrillEnv(t, drillOptions{simEnv: []string{"PARLEY_PROVIDER_SIM_LATENCY=20ms"}})
 	s := e.newSender("kill", drillRate)
-	lease := []string{"PARLEY_DISPATCH_LEASE=3s", "PARLEY_DISPATCH_SWEEP_INTERVAL=500ms", "PARLEY_DISPATCH_ACK_WAIT=5s"}
+	lease := []string{"PARLEY_DISPATCH_LEASE=4s", "PARLEY_DISPATCH_SWEEP_INTERVAL=500ms", "PARLEY_DISPATCH_ACK_WAIT=5s"}
 	d, _ := e.startCampaign(lease...)
 	accepted := publishLoad(e, s)
 	e.waitReceived(int64(accepted/5), 60*time.Second)
 	d.kill()
+	// Requests the provider had already taken finish on its side.
+	time.Sleep(200 * time.Millisecond)
 	sending := e.count(`SELECT count(*) FROM messages WHERE state = 'sending'`)
 	open := e.count(`SELECT count(*) FROM messages WHERE state IN ('queued', 'scheduled', 'deferred', 'sending')`)
 	expanded := e.count(`SELECT count(*) FROM messages`)
@@ -71,23 +73,24 @@ func TestDrillDispatcherKill(t *testing.T) {
 	report(t, "dispatcher SIGKILL", tl, sending)
 }
 
-// TestDrillNATSRestart stops the NATS server mid-run for 3 s and starts it
-// again; batches published before and after are all delivered, none twice.
+// TestDrillNATSRestart stops the NATS server for 3 s right after half the
+// batches were published (some are being expanded, their acks in flight)
+// and starts it again; batches published before and after are all
+// delivered, none twice.
 func TestDrillNATSRestart(t *testing.T) {
 	e := newDrillEnv(t, drillOptions{simEnv: []string{"PARLEY_PROVIDER_SIM_LATENCY=20ms"}})
 	s := e.newSender("nats", drillRate)
-	e.startCampaign()
+	_, addr := e.startCampaign("PARLEY_DISPATCH_ACK_WAIT=5s")
 	accepted := 0
 	for range drillBatches / 2 {
 		e.publishCampaign(s, e.nextPhones(drillBatchSize))
 		accepted += drillBatchSize
 	}
-	e.waitReceived(int64(accepted/5), 60*time.Second)
 	e.nats.Stop()
 	stopped := time.Now()
-	during := e.simStats().Accepted
+	before := e.simStats().Accepted
 	time.Sleep(3 * time.Second)
-	during = e.simStats().Accepted - during
+	during := e.simStats().Accepted - before
 	e.nats.Start()
 	t.Logf("NATS down %s; the provider received %d sends meanwhile (messages already in PostgreSQL keep going)",
 		time.Since(stopped).Round(time.Millisecond), during)
@@ -96,6 +99,7 @@ func TestDrillNATSRestart(t *testing.T) {
 		accepted += drillBatchSize
 	}
 	tl := e.waitSettled(accepted, 90*time.Second)
+	t.Logf("dispatcher metrics: %s", metricLines(t, "http://"+addr+"/metrics", "parley_delivery_batches_total"))
 	report(t, "NATS restart", tl, 0)
 }
 
@@ -105,7 +109,7 @@ func TestDrillNATSRestart(t *testing.T) {
 // written once it is back; nothing is lost and nothing sent twice.
 func TestDrillPostgresOutage(t *testing.T) {
 	pg := startPrivatePG(t)
-	e := newDrillEnv(t, drillOptions{pg: pg, simEnv: []string{"PARLEY_PROVIDER_SIM_LATENCY=20ms"}})
+	e := newDrillEnv(t, drillOptions{pgURL: pg.URL, simEnv: []string{"PARLEY_PROVIDER_SIM_LATENCY=20ms"}})
 	s := e.newSender("pg", drillRate)
 	d, addr := e.startCampaign()
 	accepted := publishLoad(e, s)

@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"strconv"
 	"testing"
 	"time"
@@ -49,9 +48,9 @@ type drillEnv struct {
 }
 
 type drillOptions struct {
-	// pg is a private cluster to use instead of a fresh database on the
-	// shared server.
-	pg *privatePG
+	// pgURL is a private cluster's database to use instead of a fresh
+	// database on the shared server.
+	pgURL string
 	// simEnv configures provider-sim (latency, ...).
 	simEnv []string
 }
@@ -59,16 +58,16 @@ type drillOptions struct {
 func newDrillEnv(t testing.TB, o drillOptions) *drillEnv {
 	t.Helper()
 	e := &drillEnv{t: t, ctx: context.Background(), phones: 14150000000}
-	if o.pg != nil {
-		if _, err := store.Migrate(e.ctx, o.pg.URL); err != nil {
+	if o.pgURL != "" {
+		if _, err := store.Migrate(e.ctx, o.pgURL); err != nil {
 			t.Fatal(err)
 		}
-		pool, err := pgxpool.New(e.ctx, o.pg.URL)
+		pool, err := pgxpool.New(e.ctx, o.pgURL)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(pool.Close)
-		e.dbURL, e.pool = o.pg.URL, pool
+		e.dbURL, e.pool = o.pgURL, pool
 	} else {
 		e.dbURL, e.pool = storetest.NewDatabase(t)
 	}
@@ -165,15 +164,6 @@ func (e *drillEnv) startCampaign(extra ...string) (*proc, string) {
 	return p, addr
 }
 
-// startAutomation runs the automation dispatcher binary.
-func (e *drillEnv) startAutomation(extra ...string) (*proc, string) {
-	e.t.Helper()
-	addr := freeAddr(e.t)
-	p := startProc(e.t, "automation-dispatcher", bins.automation, e.dispatcherEnv("PARLEY_AUTOMATION_DISPATCHER_ADDR", addr, extra...)...)
-	waitHTTP(e.t, "http://"+addr+"/readyz", 30*time.Second, p)
-	return p, addr
-}
-
 // nextPhones returns n numbers no earlier call returned.
 func (e *drillEnv) nextPhones(n int) []string {
 	out := make([]string, n)
@@ -192,19 +182,6 @@ func (e *drillEnv) publishCampaign(s sender, phones []string) (batchID string, a
 	b := &sendsv1.CampaignBatch{BatchId: id, CompanyId: s.company.ID, CampaignId: s.camp.ID, Phones: phones,
 		AcceptedAt: timestamppb.Now(), Source: "api:campaigns/send"}
 	e.publish(e.busCfg.CampaignSubject(s.company.ID), id, b)
-	return id, time.Now()
-}
-
-// publishAutomation publishes a trigger for the given contacts.
-func (e *drillEnv) publishAutomation(s sender, phones []string) (batchID string, ackedAt time.Time) {
-	e.t.Helper()
-	id := uuid.Must(uuid.NewV7()).String()
-	b := &sendsv1.AutomationBatch{BatchId: id, CompanyId: s.company.ID, AutomationId: s.auto.ID, AcceptedAt: timestamppb.Now(),
-		Source: "api:automations/send"}
-	for _, p := range phones {
-		b.Contacts = append(b.Contacts, &sendsv1.AutomationContact{Phone: p})
-	}
-	e.publish(e.busCfg.AutomationSubject(s.company.ID), id, b)
 	return id, time.Now()
 }
 
@@ -245,75 +222,6 @@ func (e *drillEnv) simStats() simStats {
 	var s simStats
 	e.sim.do("GET", "/_sim/stats", nil, &s)
 	return s
-}
-
-// simReceived is one message provider-sim accepted.
-type simReceived struct {
-	ID            string    `json:"id"`
-	PhoneNumberID string    `json:"phone_number_id"`
-	To            string    `json:"to"`
-	ReceivedAt    time.Time `json:"received_at"`
-}
-
-func (e *drillEnv) simMessages(query url.Values) []simReceived {
-	var out []simReceived
-	e.sim.do("GET", "/_sim/messages?"+query.Encode(), nil, &out)
-	return out
-}
-
-// tally is the end state of a drill: every accepted contact against what
-// the database recorded and what the provider received.
-type tally struct {
-	Accepted   int // contacts published
-	Messages   int // message rows
-	Terminal   int // rows in a terminal state
-	Sent       int // rows sent, delivered or read
-	Lost       int // accepted contacts without a terminal state
-	Duplicates int64
-	Received   int64 // sends the provider accepted
-	Recipients int
-	States     map[string]int
-}
-
-func (e *drillEnv) tally(accepted int) tally {
-	e.t.Helper()
-	states, err := outcomeCounts(e.ctx, e.pool)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	t := tally{Accepted: accepted, States: states}
-	for s, n := range states {
-		t.Messages += n
-		switch s {
-		case "sent", "delivered", "read":
-			t.Sent += n
-			t.Terminal += n
-		case "failed", "skipped_opt_out":
-			t.Terminal += n
-		}
-	}
-	t.Lost = accepted - t.Terminal
-	st := e.simStats()
-	t.Received, t.Recipients = st.Accepted, st.Recipients
-	t.Duplicates = st.Accepted - int64(st.Recipients)
-	if st.UntrackedSends > 0 {
-		e.t.Fatalf("provider-sim stopped counting per recipient (%d untracked)", st.UntrackedSends)
-	}
-	return t
-}
-
-// waitSettled waits until every accepted contact has a terminal state or
-// the time is up, and returns the tally either way.
-func (e *drillEnv) waitSettled(accepted int, within time.Duration) tally {
-	e.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		t := e.tally(accepted)
-		if t.Lost == 0 || time.Now().After(deadline) {
-			return t
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
 }
 
 // waitReceived waits until the provider accepted at least n sends.

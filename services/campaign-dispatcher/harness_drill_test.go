@@ -9,7 +9,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,16 +16,11 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 var bins struct {
@@ -128,17 +122,6 @@ func (p *proc) kill() {
 	<-p.done
 }
 
-// stop is SIGTERM and a wait for the graceful shutdown.
-func (p *proc) stop(within time.Duration) {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(within):
-		p.t.Errorf("%s did not stop within %s", p.name, within)
-		p.kill()
-	}
-}
-
 func (p *proc) exited() bool {
 	select {
 	case <-p.done:
@@ -173,13 +156,9 @@ func waitHTTP(t testing.TB, url string, within time.Duration, p *proc) {
 			}
 		}
 		if p != nil && p.exited() {
-			p.tail(40)
 			t.Fatalf("%s exited: %v", p.name, p.err)
 		}
 		if time.Now().After(deadline) {
-			if p != nil {
-				p.tail(40)
-			}
 			t.Fatalf("%s not ready within %s: %v", url, within, err)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -221,107 +200,6 @@ func (s simClient) do(method, path string, body any, out any) {
 			s.t.Fatalf("%s %s: %v: %s", method, path, err, raw)
 		}
 	}
-}
-
-// privatePG is a PostgreSQL cluster of the test's own (initdb and pg_ctl
-// run as the postgres user), on a free port: the drills stop and start it,
-// never the shared server.
-type privatePG struct {
-	t    testing.TB
-	dir  string
-	data string
-	port int
-	URL  string
-}
-
-const pgBin = "/usr/lib/postgresql/15/bin"
-
-func asPostgres(args ...string) *exec.Cmd {
-	return exec.Command("runuser", append([]string{"-u", "postgres", "--"}, args...)...)
-}
-
-func startPrivatePG(t testing.TB) *privatePG {
-	t.Helper()
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		t.Fatalf("private postgres: %v", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	dir, err := os.MkdirTemp("", "parley-drill-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(dir, uid, gid); err != nil {
-		os.RemoveAll(dir)
-		t.Fatal(err)
-	}
-	_, portStr, _ := net.SplitHostPort(freeAddr(t))
-	port, _ := strconv.Atoi(portStr)
-	pg := &privatePG{t: t, dir: dir, data: filepath.Join(dir, "data"), port: port,
-		URL: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/parley?sslmode=disable", port)}
-	t.Cleanup(func() {
-		_ = asPostgres(pgBin+"/pg_ctl", "-D", pg.data, "-m", "immediate", "-w", "stop").Run()
-		os.RemoveAll(dir)
-	})
-	if out, err := asPostgres(pgBin+"/initdb", "-D", pg.data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
-	}
-	pg.Start()
-	if out, err := asPostgres(pgBin+"/createdb", "-h", "127.0.0.1", "-p", portStr, "parley").CombinedOutput(); err != nil {
-		t.Fatalf("createdb: %v\n%s", err, out)
-	}
-	return pg
-}
-
-// Start starts (or restarts) the cluster and waits until it accepts connections.
-func (pg *privatePG) Start() {
-	pg.t.Helper()
-	// fsync off: a stop is a process kill, never a power cut, so the page
-	// cache keeps what was committed; synchronous_commit stays on.
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200", pg.port, pg.dir)
-	if out, err := asPostgres(pgBin+"/pg_ctl", "-D", pg.data, "-o", opts, "-l", filepath.Join(pg.dir, "server.log"), "-w", "-t", "60", "start").CombinedOutput(); err != nil {
-		pg.t.Fatalf("pg_ctl start: %v\n%s", err, out)
-	}
-}
-
-// Stop kills the server (immediate: no checkpoint, clients cut off).
-func (pg *privatePG) Stop() {
-	pg.t.Helper()
-	if out, err := asPostgres(pgBin+"/pg_ctl", "-D", pg.data, "-m", "immediate", "-w", "stop").CombinedOutput(); err != nil {
-		pg.t.Fatalf("pg_ctl stop: %v\n%s", err, out)
-	}
-}
-
-// outcomeCounts reads how many messages are in each state.
-func outcomeCounts(ctx context.Context, pool *pgxpool.Pool) (map[string]int, error) {
-	rows, err := pool.Query(ctx, `SELECT state::text, count(*) FROM messages GROUP BY state`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var s string
-		var n int
-		if err := rows.Scan(&s, &n); err != nil {
-			return nil, err
-		}
-		out[s] = n
-	}
-	return out, rows.Err()
-}
-
-// sampler records values over time and answers quantiles.
-type sampler struct {
-	mu sync.Mutex
-	v  []time.Duration
-}
-
-func (s *sampler) add(d time.Duration) {
-	s.mu.Lock()
-	s.v = append(s.v, d)
-	s.mu.Unlock()
 }
 
 // metricLines fetches a Prometheus endpoint and returns the samples of the

@@ -32,6 +32,7 @@ func main() {
 	flag.IntVar(&o.Conns, "conns", 64, "keep-alive connections of the load generator")
 	flag.DurationVar(&o.Warmup, "warmup", 3*time.Second, "time driven before measuring")
 	flag.DurationVar(&o.Measure, "measure", 10*time.Second, "measured time per scenario")
+	flag.IntVar(&o.Rounds, "rounds", 3, "alternating floor and gateway runs at 10 contacts (the median ratio is reported)")
 	flag.StringVar(&o.GatewayBinary, "gateway", "", "gateway binary (default: built from this module)")
 	flag.Parse()
 	if err := loadtest.Bench(ctx, o, os.Stdout); err != nil {
