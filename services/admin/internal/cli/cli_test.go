@@ -55,6 +55,7 @@ func TestUsageMistakesExitTwo(t *testing.T) {
 		{[]string{"automations", "update", "1", "--company", "acme"}, "nothing to update"},
 		{[]string{"connectors", "create", "--company", "acme", "--name", "Shop Ify"}, `--name "Shop Ify"`},
 		{[]string{"connectors", "create", "--company", "acme", "--name", "s", "--automation", "1", "--campaign", "1"}, "not both"},
+		{[]string{"connectors", "create", "--company", "acme", "--name", "batch"}, `--name "batch" is reserved`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			r := s.fails(ExitUsage, tc.want, append(tc.args, "--json")...)
