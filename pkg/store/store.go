@@ -69,15 +69,30 @@ func Open(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 
 // LatestVersion is the schema version this build expects.
 func LatestVersion() (int64, error) {
-	p, err := provider(nil)
+	vs, err := Versions()
 	if err != nil {
 		return 0, err
 	}
+	return vs[len(vs)-1], nil
+}
+
+// Versions are the versions of the embedded migrations, ascending. They
+// need not be contiguous: a number reserved for a migration of another
+// branch may be missing until it lands.
+func Versions() ([]int64, error) {
+	p, err := provider(nil)
+	if err != nil {
+		return nil, err
+	}
 	srcs := p.ListSources()
 	if len(srcs) == 0 {
-		return 0, errors.New("no migrations embedded")
+		return nil, errors.New("no migrations embedded")
 	}
-	return srcs[len(srcs)-1].Version, nil
+	out := make([]int64, len(srcs))
+	for i, src := range srcs {
+		out[i] = src.Version
+	}
+	return out, nil
 }
 
 // CheckSchema returns ErrSchemaOutdated (with both versions) when the

@@ -73,13 +73,17 @@ func TestMigrate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	versions, err := store.Versions()
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := runCLI(t, environ, "", "migrate", "--json")
 	if r.code != 0 {
 		t.Fatalf("migrate: %d %s", r.code, r.stderr)
 	}
 	var v migrateView
 	decodeJSON(t, r.stdout, &v)
-	if v.From != 0 || v.To != latest || int64(len(v.Applied)) != latest || v.Applied[0] != 1 || v.DatabaseCreated {
+	if v.From != 0 || v.To != latest || fmt.Sprint(v.Applied) != fmt.Sprint(versions) || v.DatabaseCreated {
 		t.Fatalf("first migrate = %+v, want 0 -> %d applying every migration", v, latest)
 	}
 	r = runCLI(t, environ, "", "migrate")
