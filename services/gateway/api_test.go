@@ -454,3 +454,54 @@ func TestStaticRoutesWin(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// resetLimit empties a company's bucket of a route in Redis (the limiter
+// keeps it at <prefix>rate:req:<route>:<company>), so that a test can send
+// again at once.
+func (g *gw) resetLimit(route string, companyID int64) {
+	g.t.Helper()
+	key := g.redis.KeyPrefix + "rate:req:" + route + ":" + strconv.FormatInt(companyID, 10)
+	n, err := redisClient(g.t, g).Del(context.Background(), key).Result()
+	if err != nil || n != 1 {
+		g.t.Fatalf("reset limit %s: %d %v", key, n, err)
+	}
+}
+
+// TestIdempotencyKeyIsPerEndpointAsCalled: the same key and body sent to two
+// segments (or two connectors) are two requests, not a replay of the first.
+func TestIdempotencyKeyIsPerEndpointAsCalled(t *testing.T) {
+	g := newGateway(t, gwOptions{})
+	co := g.fresh()
+	a := createSegment(t, g, co.key, "A")
+	b := createSegment(t, g, co.key, "B")
+	body := `{"contacts":[{"phone":"+393330000001"}]}`
+	send := func(id int64) response {
+		return g.post(fmt.Sprintf("/api/segments/%d/contacts", id), co.key, body, "Idempotency-Key", "same")
+	}
+	wantBody(t, send(a), 200, fmt.Sprintf(`{"segment_id":%d,"added":1,"contacts":1}`, a))
+	g.resetLimit("segment_contacts", co.company.ID)
+	rb := send(b)
+	wantBody(t, rb, 200, fmt.Sprintf(`{"segment_id":%d,"added":1,"contacts":1}`, b))
+	if rb.header.Get("Idempotent-Replayed") != "" {
+		t.Fatal("the second segment got the first one's answer")
+	}
+	g.resetLimit("segment_contacts", co.company.ID)
+	ra := send(a)
+	wantBody(t, ra, 200, fmt.Sprintf(`{"segment_id":%d,"added":1,"contacts":1}`, a))
+	if ra.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatal("the same request again was not replayed")
+	}
+
+	for _, name := range []string{"one", "two"} {
+		if _, err := g.cat.CreateConnector(context.Background(), catalog.NewConnector{CompanyID: co.company.ID, Name: name,
+			Connected: true, TargetCampaignID: &co.campaign.ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := g.post("/api/one/send", co.key, body, "Idempotency-Key", "k")
+	g.resetLimit("connector_send", co.company.ID)
+	second := g.post("/api/two/send", co.key, body, "Idempotency-Key", "k")
+	if first.status != 202 || second.status != 202 || first.json(t)["batch_id"] == second.json(t)["batch_id"] {
+		t.Fatalf("two connectors, one key: %s / %s", first.body, second.body)
+	}
+}

@@ -65,7 +65,13 @@ func (h *handlers) claimKey(c *gin.Context, route Route, companyID int64, body [
 			Msg: "Idempotency-Key should be 1 to 255 visible ASCII characters", Input: raw}})
 		return nil, true
 	}
-	decision, rec, cl, err := h.idem.Begin(c.Request.Context(), companyID, route.Name, key, idempotency.Fingerprint(body))
+	// A key is scoped to the endpoint as called: the same key and body sent
+	// to another connector or another segment is another request.
+	scope := route.Name
+	for _, p := range c.Params {
+		scope += ":" + p.Value
+	}
+	decision, rec, cl, err := h.idem.Begin(c.Request.Context(), companyID, scope, key, idempotency.Fingerprint(body))
 	if err != nil {
 		h.log.Error("idempotency store unavailable", zap.Error(err))
 		abortUnavailable(c)
