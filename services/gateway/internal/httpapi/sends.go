@@ -144,10 +144,8 @@ func accept[T any](h *handlers, c *gin.Context, route Route,
 			h.settle(context.WithoutCancel(ctx), func(ctx context.Context) error { return h.idem.Complete(ctx, claim, acc.BatchID, acc.Contacts) })
 		}
 		writeJSON(c, http.StatusAccepted, appendAccepted(make([]byte, 0, 96), acc.BatchID, acc.Contacts))
-	case errors.Is(err, sends.ErrCampaignNotFound), errors.Is(err, sends.ErrAutomationNotFound),
-		errors.Is(err, sends.ErrSegmentNotFound), errors.Is(err, sends.ErrTemplateNotFound),
-		errors.Is(err, sends.ErrAccountNotFound), errors.Is(err, sends.ErrConnectorNotConnected):
-		abortDetail(c, http.StatusNotFound, err.Error())
+	case notFoundDetail(err) != "":
+		abortDetail(c, http.StatusNotFound, notFoundDetail(err))
 	case errors.As(err, &cfgErr):
 		abortProblems(c, fromSends(cfgErr.Problems))
 	case errors.Is(err, sends.ErrUnavailable):
@@ -162,6 +160,34 @@ func accept[T any](h *handlers, c *gin.Context, route Route,
 		h.log.Error("send failed", zap.String("route", route.Name), zap.Error(err))
 		abortDetail(c, http.StatusInternalServerError, msgInternal)
 	}
+}
+
+// notFoundDetails are the 404 texts of the use case's errors.
+var notFoundDetails = []struct {
+	err    error
+	detail string
+}{
+	{sends.ErrCampaignNotFound, "Campaign not found"},
+	{sends.ErrAutomationNotFound, "Automation not found"},
+	{sends.ErrSegmentNotFound, msgSegmentNotFound},
+	{sends.ErrTemplateNotFound, "Template not found"},
+	{sends.ErrAccountNotFound, "Messaging account not found"},
+	{sends.ErrConnectorNotConnected, "Connector not connected"},
+}
+
+// notFoundDetail is the detail of a 404, "" when err is not one. A batch
+// message's record is named: "Campaign not found: messages[3].campaign_id".
+func notFoundDetail(err error) string {
+	for _, nf := range notFoundDetails {
+		if errors.Is(err, nf.err) {
+			var ref *sends.RefNotFoundError
+			if errors.As(err, &ref) {
+				return nf.detail + ": " + ref.Where()
+			}
+			return nf.detail
+		}
+	}
+	return ""
 }
 
 // idempotencyKey is the request's normalised Idempotency-Key.

@@ -25,18 +25,17 @@ import (
 // (spec 4.1): the rest of a request are accepted by the schema but ignored.
 const MaxAutomationContacts = 50
 
-// Domain errors, turned into statuses at the HTTP edge (all 404s). Their
-// text is the answer's detail.
+// Domain errors, turned into statuses and texts at the HTTP edge (all 404s).
 var (
-	ErrCampaignNotFound   = errors.New("Campaign not found")
-	ErrAutomationNotFound = errors.New("Automation not found")
-	ErrSegmentNotFound    = errors.New("Segment not found")
-	ErrTemplateNotFound   = errors.New("Template not found")
-	ErrAccountNotFound    = errors.New("Messaging account not found")
+	ErrCampaignNotFound   = errors.New("campaign not found")
+	ErrAutomationNotFound = errors.New("automation not found")
+	ErrSegmentNotFound    = errors.New("segment not found")
+	ErrTemplateNotFound   = errors.New("template not found")
+	ErrAccountNotFound    = errors.New("messaging account not found")
 	// ErrConnectorNotConnected is a connector the company does not have, or
 	// has but not connected: the same answer, so that a caller cannot probe
 	// which connectors exist.
-	ErrConnectorNotConnected = errors.New("Connector not connected")
+	ErrConnectorNotConnected = errors.New("connector not connected")
 	// ErrUnavailable: the stream did not take the batch; nothing was accepted.
 	ErrUnavailable = handoff.ErrUnavailable
 )
@@ -61,7 +60,7 @@ func (e *ConfigError) Error() string {
 
 // RefNotFoundError is a record named by one message of a batch send that
 // the company does not have. It unwraps to ErrCampaignNotFound,
-// ErrTemplateNotFound or ErrAccountNotFound; its text names the message.
+// ErrTemplateNotFound or ErrAccountNotFound.
 type RefNotFoundError struct {
 	Err   error
 	Index int
@@ -69,8 +68,13 @@ type RefNotFoundError struct {
 	ID    int64
 }
 
+// Where names the message and field: "messages[3].campaign_id".
+func (e *RefNotFoundError) Where() string {
+	return fmt.Sprintf("messages[%d].%s", e.Index, e.Field)
+}
+
 func (e *RefNotFoundError) Error() string {
-	return fmt.Sprintf("%s: messages[%d].%s", e.Err, e.Index, e.Field)
+	return fmt.Sprintf("%s: %s (%d)", e.Err, e.Where(), e.ID)
 }
 
 func (e *RefNotFoundError) Unwrap() error { return e.Err }
