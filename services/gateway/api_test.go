@@ -48,6 +48,23 @@ func (g *gw) state() state {
 	return s
 }
 
+// recorded waits until the gateway has written an accepted batch's row (in
+// the background), so that a later snapshot does not see it arrive.
+func (g *gw) recorded(batchID string) {
+	g.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var n int
+		if err := g.pool.QueryRow(context.Background(), `SELECT count(*) FROM batches WHERE id = $1`, batchID).Scan(&n); err == nil && n == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("batch %s not recorded", batchID)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // unchanged fails when a refused request changed the database or the
 // stream. Accepted batches are recorded in the background, so it waits a
 // moment before it reads.
@@ -283,6 +300,7 @@ func TestBatchSend(t *testing.T) {
 		t.Fatalf("published %v", &b)
 	}
 	wantBody(t, g.post("/api/batch/send", co.key, body), 429, `{"error":"Rate limit exceeded: 1 per 10 second"}`)
+	g.recorded(b.BatchId)
 
 	// Every record a message names must be the company's: 404 naming the
 	// first message that names an unknown one. Nothing changes.

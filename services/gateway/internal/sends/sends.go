@@ -180,9 +180,9 @@ func NewBatchID() (string, error) {
 // SendCampaign accepts a campaign send: the campaign must be the company's;
 // contacts are normalised to E.164 with '+' and de-duplicated in order. A
 // send to a segment (which must be the company's too) counts the segment's
-// members now; the dispatcher expands the segment as it is then, so members
-// added or removed between acceptance and expansion are included or left
-// out.
+// members now; the dispatcher expands the segment as it is when it takes
+// the batch (moments later, also for a scheduled send), so members added or
+// removed between acceptance and expansion are included or left out.
 func (s *Service) SendCampaign(ctx context.Context, m Meta, req CampaignSend) (Accepted, error) {
 	if _, err := s.catalog.Campaign(ctx, m.CompanyID, req.CampaignID); err != nil {
 		if errors.Is(err, catalog.ErrNotFound) {
