@@ -10,9 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/serviceproc"
 	"github.com/parleyhq/parley/pkg/store"
 )
 
@@ -98,20 +97,20 @@ func Bench(ctx context.Context, o BenchOptions, w io.Writer) error {
 		}
 		return s.Purge(ctx)
 	}
-	env := append(os.Environ(),
-		"PARLEY_POSTGRES_URL="+dbURL,
-		"PARLEY_REDIS_ADDR="+redisAddr,
-		"PARLEY_REDIS_KEY_PREFIX="+redisPrefix,
-		"PARLEY_NATS_URL="+natsURL,
-		"PARLEY_NATS_STREAM="+busCfg.Stream,
-		"PARLEY_NATS_SUBJECT_PREFIX="+busCfg.Prefix,
+	env := []string{
+		"PARLEY_POSTGRES_URL=" + dbURL,
+		"PARLEY_REDIS_ADDR=" + redisAddr,
+		"PARLEY_REDIS_KEY_PREFIX=" + redisPrefix,
+		"PARLEY_NATS_URL=" + natsURL,
+		"PARLEY_NATS_STREAM=" + busCfg.Stream,
+		"PARLEY_NATS_SUBJECT_PREFIX=" + busCfg.Prefix,
 		"PARLEY_LOG_LEVEL=warn",
 		"PARLEY_GATEWAY_ACCESS_LOG=false",
-	)
+	}
 
 	fmt.Fprintf(w, "load: %d connections, %s warm-up, %s measured per scenario, %d companies\n", o.Conns, o.Warmup, o.Measure, o.Companies)
 	// The floor, as a separate process like the gateway.
-	floorAddr, err := freeAddr()
+	floorAddr, err := serviceproc.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -119,13 +118,14 @@ func Bench(ctx context.Context, o BenchOptions, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	floor, err := startProcess(ctx, self, []string{"floor"}, append(env, "PARLEY_BENCH_FLOOR_ADDR="+floorAddr,
-		"PARLEY_BENCH_FLOOR_SUBJECT="+busCfg.CampaignSubject(0)), "http://"+floorAddr+"/healthz", http.StatusNotFound)
+	floor, err := serviceproc.Start(ctx, serviceproc.Options{Name: "floor", Bin: self, Args: []string{"floor"},
+		Env: append(env, "PARLEY_BENCH_FLOOR_ADDR="+floorAddr, "PARLEY_BENCH_FLOOR_SUBJECT="+busCfg.CampaignSubject(0)),
+		Probe: "http://" + floorAddr + "/healthz", WantStatus: http.StatusNotFound, Output: os.Stderr})
 	if err != nil {
-		return fmt.Errorf("start floor: %w", err)
+		return err
 	}
 	floorRes, err := Run(ctx, floorAddr, "/api/campaigns/send", small, o.Conns, o.Warmup, o.Measure)
-	floor.stop()
+	_ = floor.Stop()
 	if err != nil {
 		return fmt.Errorf("floor: %w", err)
 	}
@@ -142,21 +142,21 @@ func Bench(ctx context.Context, o BenchOptions, w io.Writer) error {
 		}
 		defer os.RemoveAll(dir)
 		bin = filepath.Join(dir, "gateway")
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("build gateway (run from services/gateway): %w", err)
+		// Run from services/gateway (make bench-gateway does).
+		if err := serviceproc.Build(ctx, ".", bin, os.Stderr); err != nil {
+			return err
 		}
 	}
-	gwAddr, err := freeAddr()
+	gwAddr, err := serviceproc.FreeAddr()
 	if err != nil {
 		return err
 	}
-	gw, err := startProcess(ctx, bin, nil, append(env, "PARLEY_GATEWAY_ADDR="+gwAddr), "http://"+gwAddr+"/readyz", http.StatusOK)
+	gw, err := serviceproc.Start(ctx, serviceproc.Options{Name: "gateway", Bin: bin, Env: append(env, "PARLEY_GATEWAY_ADDR="+gwAddr),
+		Probe: "http://" + gwAddr + "/readyz", Output: os.Stderr})
 	if err != nil {
-		return fmt.Errorf("start gateway: %w", err)
+		return err
 	}
-	defer gw.stop()
+	defer func() { _ = gw.Stop() }()
 	gwSmall, err := Run(ctx, gwAddr, "/api/campaigns/send", small, o.Conns, o.Warmup, o.Measure)
 	if err != nil {
 		return fmt.Errorf("gateway 10 contacts: %w", err)
@@ -194,53 +194,6 @@ func RunFloorProcess(ctx context.Context) error {
 		return err
 	}
 	return NewFloor(rdb, js, os.Getenv("PARLEY_BENCH_FLOOR_SUBJECT")).Serve(ctx, ln)
-}
-
-type process struct{ cmd *exec.Cmd }
-
-func (p *process) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-done
-	}
-}
-
-// startProcess runs bin and waits until probe answers want.
-func startProcess(ctx context.Context, bin string, args, env []string, probe string, want int) (*process, error) {
-	cmd := exec.Command(bin, args...)
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &process{cmd: cmd}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		resp, err := http.Get(probe)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == want {
-				return p, nil
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	p.stop()
-	return nil, fmt.Errorf("%s did not answer %d at %s within 30s", bin, want, probe)
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 func scratchDatabase(ctx context.Context, adminURL, name string) (string, func(), error) {
