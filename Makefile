@@ -102,3 +102,7 @@ run-check: ## make run on private ports and servers: demo key and every /healthz
 .PHONY: bench-gateway
 bench-gateway: ## load test: the floor, then the gateway at 10 and 1000 contacts per request (prints req/s, contacts/s, p50, p99)
 	@cd services/gateway && go run ./cmd/gateway-bench
+
+.PHONY: bench-revoke
+bench-revoke: ## revoke-to-401: three gateways under load, keys revoked via the admin API (p50, p99, max per gateway; target < 100 ms), then with the broadcast lost (bounded by the cache TTL)
+	@cd services/gateway && go run ./cmd/revoke-bench
