@@ -105,4 +105,4 @@ bench-gateway: ## load test: the floor, then the gateway at 10 and 1000 contacts
 
 .PHONY: bench-revoke
 bench-revoke: ## revoke-to-401: three gateways under load, keys revoked via the admin API (p50, p99, max per gateway; target < 100 ms), then with the broadcast lost (bounded by the cache TTL)
-	@cd services/gateway && go run ./cmd/revoke-bench
+	@cd services/gateway && go run ./cmd/gateway-bench revoke

@@ -2,25 +2,19 @@ package loadtest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/serviceproc"
-	"github.com/parleyhq/parley/pkg/store"
 )
 
 // BenchOptions are the knobs of make bench-gateway.
@@ -49,64 +43,24 @@ func envOr(k, def string) string {
 // Bench runs the floor and the gateway scenarios and writes a report to w.
 // Everything it creates (database, streams, Redis keys) is removed after.
 func Bench(ctx context.Context, o BenchOptions, w io.Writer) error {
-	tagBytes := make([]byte, 4)
-	_, _ = rand.Read(tagBytes)
-	tag := hex.EncodeToString(tagBytes)
-	pgAdmin, redisAddr, natsURL := serverURLs()
-
-	dbURL, dropDB, err := scratchDatabase(ctx, pgAdmin, "parley_bench_"+tag)
+	sc, err := newScratch(ctx, "bench", o.Companies, w)
 	if err != nil {
 		return err
 	}
-	defer dropDB()
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	fmt.Fprintf(w, "provisioning %d companies with keys and campaigns...\n", o.Companies)
-	tenants, err := Provision(ctx, pool, o.Companies, tag)
-	if err != nil {
-		return err
-	}
-	small, large := CampaignRequests(tenants, 10), CampaignRequests(tenants, 1000)
-
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
-	defer rdb.Close()
-	redisPrefix := "bench:" + tag + ":"
-	defer deleteKeys(context.WithoutCancel(ctx), rdb, redisPrefix)
-
-	nc, err := bus.Connect(bus.Config{URL: natsURL}, "gateway-bench")
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	busCfg := bus.Config{URL: natsURL, Stream: "BENCH_" + tag, Prefix: "bench" + tag, StreamReplicas: 1}
-	defer func() { _ = js.DeleteStream(context.WithoutCancel(ctx), busCfg.Stream) }()
-	if _, err := bus.EnsureStream(ctx, js, busCfg); err != nil {
+	defer sc.close()
+	small, large := CampaignRequests(sc.tenants, 10), CampaignRequests(sc.tenants, 1000)
+	busCfg := sc.bus("bench")
+	if _, err := bus.EnsureStream(ctx, sc.js, busCfg); err != nil {
 		return err
 	}
 	purge := func() error {
-		s, err := js.Stream(ctx, busCfg.Stream)
+		s, err := sc.js.Stream(ctx, busCfg.Stream)
 		if err != nil {
 			return err
 		}
 		return s.Purge(ctx)
 	}
-	env := []string{
-		"PARLEY_POSTGRES_URL=" + dbURL,
-		"PARLEY_REDIS_ADDR=" + redisAddr,
-		"PARLEY_REDIS_KEY_PREFIX=" + redisPrefix,
-		"PARLEY_NATS_URL=" + natsURL,
-		"PARLEY_NATS_STREAM=" + busCfg.Stream,
-		"PARLEY_NATS_SUBJECT_PREFIX=" + busCfg.Prefix,
-		"PARLEY_LOG_LEVEL=warn",
-		"PARLEY_GATEWAY_ACCESS_LOG=false",
-	}
+	env := append(sc.env(busCfg), "PARLEY_GATEWAY_ACCESS_LOG=false")
 
 	fmt.Fprintf(w, "load: %d connections, %s warm-up, %s measured per scenario, %d companies\n", o.Conns, o.Warmup, o.Measure, o.Companies)
 	// The floor, as a separate process like the gateway.
@@ -194,48 +148,4 @@ func RunFloorProcess(ctx context.Context) error {
 		return err
 	}
 	return NewFloor(rdb, js, os.Getenv("PARLEY_BENCH_FLOOR_SUBJECT")).Serve(ctx, ln)
-}
-
-func scratchDatabase(ctx context.Context, adminURL, name string) (string, func(), error) {
-	admin, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		return "", nil, fmt.Errorf("connect %s: %w", adminURL, err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return "", nil, err
-	}
-	u, err := url.Parse(adminURL)
-	if err != nil {
-		return "", nil, err
-	}
-	u.Path = "/" + name
-	drop := func() {
-		c, err := pgx.Connect(context.Background(), adminURL)
-		if err != nil {
-			return
-		}
-		defer c.Close(context.Background())
-		_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	}
-	if _, err := store.Migrate(ctx, u.String()); err != nil {
-		drop()
-		return "", nil, err
-	}
-	return u.String(), drop, nil
-}
-
-func deleteKeys(ctx context.Context, rdb *redis.Client, prefix string) {
-	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	var keys []string
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-		if len(keys) == 1000 {
-			rdb.Del(ctx, keys...)
-			keys = keys[:0]
-		}
-	}
-	if len(keys) > 0 {
-		rdb.Del(ctx, keys...)
-	}
 }

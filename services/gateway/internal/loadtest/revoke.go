@@ -2,8 +2,6 @@ package loadtest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -15,12 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/parleyhq/parley/pkg/apikey"
-	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/serviceproc"
 )
 
@@ -56,50 +49,16 @@ const pollTimeout = 10 * time.Second
 // where the cache TTL alone must end the key. Everything it creates is
 // removed after. It returns an error when the target is missed.
 func RevokeBench(ctx context.Context, o RevokeOptions, w io.Writer) error {
-	tagBytes := make([]byte, 4)
-	_, _ = rand.Read(tagBytes)
-	tag := hex.EncodeToString(tagBytes)
-	pgAdmin, redisAddr, natsURL := serverURLs()
-
-	dbURL, dropDB, err := scratchDatabase(ctx, pgAdmin, "parley_revoke_"+tag)
-	if err != nil {
-		return err
-	}
-	defer dropDB()
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
 	victims := o.Rounds + o.FallbackRounds
-	fmt.Fprintf(w, "provisioning %d companies with keys and campaigns...\n", o.Companies+victims)
-	tenants, err := Provision(ctx, pool, o.Companies+victims, tag)
+	sc, err := newScratch(ctx, "revoke", o.Companies+victims, w)
 	if err != nil {
 		return err
 	}
-	revoked, loaded := tenants[:victims], CampaignRequests(tenants[victims:], 10)
-
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
-	defer rdb.Close()
-	redisPrefix := "revoke:" + tag + ":"
-	defer deleteKeys(context.WithoutCancel(ctx), rdb, redisPrefix)
-
+	defer sc.close()
+	revoked, loaded := sc.tenants[:victims], CampaignRequests(sc.tenants[victims:], 10)
 	// The admin broadcasts on busCfg. The fallback gateways publish and
 	// listen on lostCfg, so that no broadcast reaches them.
-	busCfg := bus.Config{URL: natsURL, Stream: "REVOKE_" + tag, Prefix: "revoke" + tag, StreamReplicas: 1}
-	lostCfg := bus.Config{URL: natsURL, Stream: "REVOKELOST_" + tag, Prefix: "revokelost" + tag, StreamReplicas: 1}
-	nc, err := bus.Connect(bus.Config{URL: natsURL}, "revoke-bench")
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	for _, s := range []string{busCfg.Stream, lostCfg.Stream} {
-		defer func() { _ = js.DeleteStream(context.WithoutCancel(ctx), s) }()
-	}
+	busCfg, lostCfg := sc.bus("revoke"), sc.bus("revokelost")
 
 	dir, err := os.MkdirTemp("", "revoke-bench")
 	if err != nil {
@@ -115,23 +74,13 @@ func RevokeBench(ctx context.Context, o RevokeOptions, w io.Writer) error {
 		return err
 	}
 
-	common := []string{
-		"PARLEY_POSTGRES_URL=" + dbURL,
-		"PARLEY_REDIS_ADDR=" + redisAddr,
-		"PARLEY_REDIS_KEY_PREFIX=" + redisPrefix,
-		"PARLEY_NATS_URL=" + natsURL,
-		"PARLEY_LOG_LEVEL=warn",
-	}
-	busEnv := func(c bus.Config) []string {
-		return []string{"PARLEY_NATS_STREAM=" + c.Stream, "PARLEY_NATS_SUBJECT_PREFIX=" + c.Prefix}
-	}
-	token := hex.EncodeToString(tagBytes) + strings.Repeat("x", 32) // a throwaway operator token
+	token := sc.tag + strings.Repeat("x", 32) // a throwaway operator token
 	adminAddr, err := serviceproc.FreeAddr()
 	if err != nil {
 		return err
 	}
 	admin, err := serviceproc.Start(ctx, serviceproc.Options{Name: "admin", Bin: adminBin,
-		Env:   slices.Concat(common, busEnv(busCfg), []string{"PARLEY_ADMIN_ADDR=" + adminAddr, "PARLEY_ADMIN_TOKEN=" + token}),
+		Env:   append(sc.env(busCfg), "PARLEY_ADMIN_ADDR="+adminAddr, "PARLEY_ADMIN_TOKEN="+token),
 		Probe: "http://" + adminAddr + "/readyz", Output: os.Stderr})
 	if err != nil {
 		return err
@@ -142,7 +91,7 @@ func RevokeBench(ctx context.Context, o RevokeOptions, w io.Writer) error {
 	fmt.Fprintf(w, "background load: %d companies' keys, %.0f req/s per gateway from %d connections, 10 contacts per send\n",
 		o.Companies, o.Rate, o.Conns)
 
-	s := scenario{name: "broadcast", gateways: o.Gateways, ttl: time.Hour, env: slices.Concat(common, busEnv(busCfg)),
+	s := scenario{name: "broadcast", gateways: o.Gateways, ttl: time.Hour, env: sc.env(busCfg),
 		bin: gatewayBin, load: loaded, o: o, victims: revoked[:o.Rounds], revoke: revoke}
 	fmt.Fprintf(w, "\n%d gateways (PARLEY_GATEWAY_CACHE_TTL=%s: only the broadcast can end a key in time), %d revocations through the admin API\n",
 		s.gateways, s.ttl, len(s.victims))
@@ -152,7 +101,7 @@ func RevokeBench(ctx context.Context, o RevokeOptions, w io.Writer) error {
 	}
 	missed := got.report(w, o.Target)
 
-	s = scenario{name: "broadcast lost", gateways: o.Gateways, ttl: o.FallbackTTL, env: slices.Concat(common, busEnv(lostCfg)),
+	s = scenario{name: "broadcast lost", gateways: o.Gateways, ttl: o.FallbackTTL, env: sc.env(lostCfg),
 		bin: gatewayBin, load: loaded, o: o, victims: revoked[o.Rounds:], revoke: revoke}
 	fmt.Fprintf(w, "\n%d gateways that never hear the admin's broadcast (other subjects), PARLEY_GATEWAY_CACHE_TTL=%s, %d revocations\n",
 		s.gateways, s.ttl, len(s.victims))
