@@ -23,12 +23,13 @@ type config struct {
 	Ptr     *inner     `envPrefix:"P_"`
 	Log     *logConfig `envPrefix:"PARLEY_X_"`
 	Since   time.Time
-	skipped string `env:"PARLEY_HIDDEN"` //nolint:unused // unexported fields are not read
+	skipped string `env:"PARLEY_HIDDEN"` // unexported fields are not read
 	Skip    string `env:"-"`
 	Plain   int
 }
 
 func TestVars(t *testing.T) {
+	_ = config{}.skipped
 	got := Vars(&config{})
 	want := []Var{
 		{Name: "PARLEY_X_ADDR", Default: ":8080", HasDefault: true, Field: "Addr"},
