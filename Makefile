@@ -106,3 +106,22 @@ bench-gateway: ## load test: the floor, then the gateway at 10 and 1000 contacts
 .PHONY: bench-revoke
 bench-revoke: ## revoke-to-401: three gateways under load, keys revoked via the admin API (p50, p99, max per gateway; target < 100 ms), then with the broadcast lost (bounded by the cache TTL)
 	@cd services/gateway && go run ./cmd/gateway-bench revoke
+
+# Crash drills: the real campaign dispatcher and provider-sim with 10,000
+# messages in flight; each breaks one part and fails on any accepted contact
+# without exactly one terminal state or on sends beyond the duplicate window.
+DRILL := cd services/campaign-dispatcher && go test -tags drill -count=1 -v -timeout 5m
+
+.PHONY: drill-dispatcher-kill drill-nats-restart drill-postgres-outage drills
+drill-dispatcher-kill: ## drill: SIGKILL the dispatcher with 10,000 messages in flight, restart it (prints lost and duplicated)
+	@$(DRILL) -run '^TestDrillDispatcherKill$$' .
+drill-nats-restart: ## drill: stop NATS for 3 s mid-run (prints lost and duplicated)
+	@$(DRILL) -run '^TestDrillNATSRestart$$' .
+drill-postgres-outage: ## drill: stop a private PostgreSQL cluster for 5 s mid-run (prints lost and duplicated)
+	@$(DRILL) -run '^TestDrillPostgresOutage$$' .
+drills: ## all three drills, about 30 s each
+	@$(DRILL) -run '^TestDrill' .
+
+.PHONY: bench-delivery
+bench-delivery: ## load test: msg/s through one dispatcher (latency 0 and 100 ms), per-account rates, automation latency during a backlog
+	@cd services/campaign-dispatcher && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery' .

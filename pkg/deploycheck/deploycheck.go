@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/parleyhq/parley/pkg/envdoc"
@@ -104,6 +105,10 @@ func hostOf(value string) (host string, ok bool) {
 	}
 	h, port, err := net.SplitHostPort(value)
 	if err != nil || h == "" || port == "" {
+		return "", false
+	}
+	// "id:token" pairs (provider-sim's accounts) are not addresses.
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return "", false
 	}
 	return h, true

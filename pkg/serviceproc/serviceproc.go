@@ -157,6 +157,9 @@ func (p *Process) Stop() error {
 	return err
 }
 
+// Pid is the process id (to read its CPU time from /proc, for example).
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Exited is closed when the process has ended.
 func (p *Process) Exited() <-chan struct{} { return p.done }
 

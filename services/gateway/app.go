@@ -9,11 +9,14 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/catalog"
+	"github.com/parleyhq/parley/pkg/channel/whatsapp"
+	"github.com/parleyhq/parley/pkg/delivery"
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/ratelimit"
 	"github.com/parleyhq/parley/pkg/store"
@@ -105,16 +108,24 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	recorder := handoff.NewRecorder(pool, 8192, probe.Registry(), log)
 	idem := idempotency.New(rdb, cfg.Redis.KeyPrefix, cfg.IdempotencyRetention, time.Minute)
 
+	records := deliveryRecords{pool: pool, now: now}
+	if cfg.WebhookAppSecret == "parley-local-webhook-secret" {
+		log.Warn("PARLEY_WEBHOOK_APP_SECRET is the local development secret: set the Meta app secret in production")
+	}
+
 	gin.SetMode(gin.ReleaseMode)
 	api := httpapi.New(httpapi.Config{
 		MaxBodyBytes:       cfg.MaxBodyBytes,
 		IdempotencyTimeout: 500 * time.Millisecond,
 		AccessLog:          cfg.AccessLog,
+		Webhook:            httpapi.WebhookConfig{AppSecret: cfg.WebhookAppSecret, VerifyToken: cfg.WebhookVerifyToken},
 	}, httpapi.Deps{
 		Auth:        authn,
 		Limiter:     limiter,
 		Sends:       sends.New(cat, pub, recorder, cfg.NATS, now),
 		Idempotency: idem,
+		Batches:     records,
+		Statuses:    records,
 		Metrics:     probe.Registry(),
 		Log:         log,
 	})
@@ -127,6 +138,22 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 		log: log, probe: probe, server: srv,
 		background: []func(context.Context){authn.RunTouches, recorder.Run},
 	}, cleanup, nil
+}
+
+// deliveryRecords is the record of batches and messages as the HTTP edge
+// reads and updates it.
+type deliveryRecords struct {
+	pool *pgxpool.Pool
+	now  func() time.Time
+}
+
+func (d deliveryRecords) BatchStatus(ctx context.Context, companyID int64, batchID string) (delivery.Batch, error) {
+	return delivery.BatchStatus(ctx, d.pool, companyID, batchID)
+}
+
+func (d deliveryRecords) ApplyStatuses(ctx context.Context, updates []whatsapp.StatusUpdate) error {
+	_, err := delivery.ApplyStatuses(ctx, d.pool, updates, d.now())
+	return err
 }
 
 func (a *app) run(ctx context.Context) error {

@@ -33,6 +33,11 @@ import (
 	"github.com/parleyhq/parley/services/gateway/internal/config"
 )
 
+const (
+	testAppSecret   = "test-app-secret"
+	testVerifyToken = "test-verify-token"
+)
+
 // testClock is the gateway's clock in tests.
 type testClock struct {
 	mu sync.Mutex
@@ -111,6 +116,7 @@ func (g *gw) config(addr string) config.Config {
 		Addr: addr, MaxBodyBytes: 1 << 20, AccessLog: true,
 		CacheTTL: time.Hour, CacheStaleIfError: time.Minute, // broadcasts, not the TTL, must do the work here
 		PublishTimeout: 2 * time.Second, PublishMaxPending: 256, IdempotencyRetention: 24 * time.Hour,
+		WebhookAppSecret: testAppSecret, WebhookVerifyToken: testVerifyToken,
 		Log:      ops.LogConfig{Level: "debug", Format: "console"},
 		Postgres: store.Config{URL: g.dbURL, MaxConns: 5},
 		Redis:    g.redis,
@@ -167,7 +173,7 @@ func (g *gw) provision(slug string) tenant {
 		t.Fatal(err)
 	}
 	if tn.template, err = g.cat.CreateTemplate(ctx, catalog.NewTemplate{CompanyID: tn.company.ID, Template: whatsapp.Template{
-		Name: "hello", BodyParameters: []whatsapp.Binding{{Source: "first_name"}, {Source: "variable", Name: "order_id"}}}}); err != nil {
+		Name: "hello", BodyParameters: []whatsapp.Binding{{Source: "first_name", Default: "there"}, {Source: "variable", Name: "order_id", Default: "-"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	if tn.campaign, err = g.cat.CreateCampaign(ctx, tn.company.ID, "camp", tn.template.ID, tn.account.ID); err != nil {

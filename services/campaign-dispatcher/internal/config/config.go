@@ -10,13 +10,16 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/delivery"
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/ratelimit"
+	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/pkg/store"
 )
 
 // Config is everything the campaign dispatcher can be told.
 type Config struct {
+	// Addr serves /healthz, /readyz and /metrics.
 	Addr string `env:"PARLEY_CAMPAIGN_DISPATCHER_ADDR" envDefault:":8082"`
 	// DrainDelay is how long /readyz reports 503 before the listener closes.
 	DrainDelay time.Duration `env:"PARLEY_DRAIN_DELAY" envDefault:"0s"`
@@ -25,6 +28,10 @@ type Config struct {
 	Postgres store.Config
 	Redis    ratelimit.RedisConfig
 	NATS     bus.Config
+	// Token opens the messaging accounts' access tokens.
+	Token    secretbox.Config
+	Provider delivery.ProviderConfig
+	Dispatch delivery.Config
 }
 
 // Load reads and validates the configuration.
@@ -48,5 +55,6 @@ func (c Config) Validate() error {
 	if c.DrainDelay < 0 {
 		errs = append(errs, errors.New("PARLEY_DRAIN_DELAY must not be negative"))
 	}
-	return errors.Join(append(errs, c.Log.Validate(), c.Postgres.Validate(), c.Redis.Validate(), c.NATS.Validate())...)
+	return errors.Join(append(errs, c.Log.Validate(), c.Postgres.Validate(), c.Redis.Validate(), c.NATS.Validate(),
+		c.Token.Validate(), c.Provider.Validate(), c.Dispatch.Validate(c.Provider.Timeout))...)
 }

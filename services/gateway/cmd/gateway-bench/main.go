@@ -2,10 +2,11 @@
 //
 // Without a subcommand (make bench-gateway) it measures POST
 // /api/campaigns/send: it provisions companies with keys in a scratch
-// database, measures the floor (a bare Gin handler doing one redis_rate
-// Allow and one synchronous JetStream publish), then the real gateway binary
-// with 10 and with 1000 contacts per request, and prints the figures and the
-// ratio.
+// database, then alternates the floor (a bare Gin handler doing one
+// redis_rate Allow and one synchronous JetStream publish) and the real
+// gateway binary at 10 contacts per request over rounds, runs the gateway
+// at 1000 contacts, and prints the figures, the CPU per request and the
+// median ratio.
 //
 // "gateway-bench revoke" (make bench-revoke) measures revoke-to-401: three
 // gateway processes under load from many companies' keys, an admin process
@@ -57,6 +58,7 @@ func throughput(ctx context.Context, args []string) error {
 	fs.IntVar(&o.Conns, "conns", 64, "keep-alive connections of the load generator")
 	fs.DurationVar(&o.Warmup, "warmup", 3*time.Second, "time driven before measuring")
 	fs.DurationVar(&o.Measure, "measure", 10*time.Second, "measured time per scenario")
+	fs.IntVar(&o.Rounds, "rounds", 3, "alternating floor and gateway runs at 10 contacts (the median ratio is reported)")
 	fs.StringVar(&o.GatewayBinary, "gateway", "", "gateway binary (default: built from this module)")
 	_ = fs.Parse(args)
 	return loadtest.Bench(ctx, o, os.Stdout)

@@ -38,6 +38,12 @@ type Config struct {
 	// IdempotencyRetention is how long an Idempotency-Key replays its 202.
 	IdempotencyRetention time.Duration `env:"PARLEY_GATEWAY_IDEMPOTENCY_RETENTION" envDefault:"24h"`
 
+	// WebhookAppSecret is the Meta app secret that signs status callbacks
+	// (X-Hub-Signature-256). The default suits provider-sim in make run only.
+	WebhookAppSecret string `env:"PARLEY_WEBHOOK_APP_SECRET" envDefault:"parley-local-webhook-secret"`
+	// WebhookVerifyToken answers the webhook subscription handshake.
+	WebhookVerifyToken string `env:"PARLEY_WEBHOOK_VERIFY_TOKEN" envDefault:"parley-local-verify-token"`
+
 	Log      ops.LogConfig
 	Postgres store.Config
 	Redis    ratelimit.RedisConfig
@@ -79,6 +85,12 @@ func (c Config) Validate() error {
 	}
 	if c.PublishMaxPending < 1 {
 		errs = append(errs, errors.New("PARLEY_GATEWAY_PUBLISH_MAX_PENDING must be at least 1"))
+	}
+	if c.WebhookAppSecret == "" {
+		errs = append(errs, errors.New("PARLEY_WEBHOOK_APP_SECRET is empty: status callbacks could not be verified"))
+	}
+	if c.WebhookVerifyToken == "" {
+		errs = append(errs, errors.New("PARLEY_WEBHOOK_VERIFY_TOKEN is empty"))
 	}
 	if c.IdempotencyRetention < time.Minute {
 		errs = append(errs, errors.New("PARLEY_GATEWAY_IDEMPOTENCY_RETENTION must be at least 1m"))

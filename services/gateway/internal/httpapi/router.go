@@ -21,6 +21,8 @@ type Config struct {
 	IdempotencyTimeout time.Duration
 	// AccessLog logs one line per request (errors are always logged).
 	AccessLog bool
+	// Webhook holds the provider webhooks' secrets.
+	Webhook WebhookConfig
 }
 
 // Deps are the ports the edge calls.
@@ -29,20 +31,26 @@ type Deps struct {
 	Limiter     Limiter
 	Sends       Sender
 	Idempotency Idempotency
+	Batches     BatchReader
+	Statuses    StatusSink
 	Metrics     prometheus.Registerer
 	Log         *zap.Logger
 }
 
 type handlers struct {
-	cfg   Config
-	sends Sender
-	idem  Idempotency
-	log   *zap.Logger
+	cfg      Config
+	webhook  WebhookConfig
+	sends    Sender
+	idem     Idempotency
+	batches  BatchReader
+	statuses StatusSink
+	log      *zap.Logger
 }
 
 // New returns the gateway's handler for everything but the probes.
 func New(cfg Config, d Deps) http.Handler {
-	h := &handlers{cfg: cfg, sends: d.Sends, idem: d.Idempotency, log: d.Log}
+	h := &handlers{cfg: cfg, webhook: cfg.Webhook, sends: d.Sends, idem: d.Idempotency,
+		batches: d.Batches, statuses: d.Statuses, log: d.Log}
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
@@ -56,5 +64,10 @@ func New(cfg Config, d Deps) http.Handler {
 	}
 	api(RouteCampaignSend, h.sendCampaign)
 	api(RouteAutomationSend, h.triggerAutomation)
+	api(RouteBatchStatus, h.batchStatus)
+
+	// The provider's callbacks: authenticated by their signature, not a key.
+	e.GET(WebhookPath, h.webhookVerify)
+	e.POST(WebhookPath, h.webhookStatuses)
 	return e
 }

@@ -7,6 +7,9 @@ import (
 	"github.com/parleyhq/parley/pkg/ratelimit"
 )
 
+// WebhookPath receives the WhatsApp Cloud API's status callbacks.
+const WebhookPath = "/webhooks/whatsapp"
+
 // Route is one endpoint of the public API and its rate limit, counted per
 // company (spec section 8). This table is the only place a rate is written.
 type Route struct {

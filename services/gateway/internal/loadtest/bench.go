@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,6 +25,8 @@ type BenchOptions struct {
 	Warmup        time.Duration
 	Measure       time.Duration
 	GatewayBinary string
+	// Rounds alternates floor and gateway runs at 10 contacts this many times.
+	Rounds int
 }
 
 // Where the local servers are; PARLEY_* variables override them as they do
@@ -62,8 +65,11 @@ func Bench(ctx context.Context, o BenchOptions, w io.Writer) error {
 	}
 	env := append(sc.env(busCfg), "PARLEY_GATEWAY_ACCESS_LOG=false")
 
-	fmt.Fprintf(w, "load: %d connections, %s warm-up, %s measured per scenario, %d companies\n", o.Conns, o.Warmup, o.Measure, o.Companies)
-	// The floor, as a separate process like the gateway.
+	fmt.Fprintf(w, "load: %d connections, %s warm-up, %s measured per scenario, %d companies, %d rounds\n",
+		o.Conns, o.Warmup, o.Measure, o.Companies, o.Rounds)
+	// The floor and the gateway run side by side as separate processes; the
+	// load alternates between them round by round, so that whatever else the
+	// machine is doing weighs on both alike.
 	floorAddr, err := serviceproc.FreeAddr()
 	if err != nil {
 		return err
@@ -78,15 +84,7 @@ func Bench(ctx context.Context, o BenchOptions, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	floorRes, err := Run(ctx, floorAddr, "/api/campaigns/send", small, o.Conns, o.Warmup, o.Measure)
-	_ = floor.Stop()
-	if err != nil {
-		return fmt.Errorf("floor: %w", err)
-	}
-	fmt.Fprintf(w, "floor    10 contacts: %s\n", floorRes)
-	if err := purge(); err != nil {
-		return err
-	}
+	defer func() { _ = floor.Stop() }()
 
 	bin := o.GatewayBinary
 	if bin == "" {
@@ -111,22 +109,46 @@ func Bench(ctx context.Context, o BenchOptions, w io.Writer) error {
 		return err
 	}
 	defer func() { _ = gw.Stop() }()
-	gwSmall, err := Run(ctx, gwAddr, "/api/campaigns/send", small, o.Conns, o.Warmup, o.Measure)
-	if err != nil {
-		return fmt.Errorf("gateway 10 contacts: %w", err)
+
+	var ratios, floorP99, gwP99 []float64
+	for round := 1; round <= o.Rounds; round++ {
+		floorRes, err := Run(ctx, floorAddr, "/api/campaigns/send", small, o.Conns, o.Warmup, o.Measure, floor.Pid())
+		if err != nil {
+			return fmt.Errorf("floor: %w", err)
+		}
+		fmt.Fprintf(w, "round %d floor    10 contacts: %s\n        cpu/req by process: %s\n", round, floorRes, floorRes.ByCommand)
+		if err := purge(); err != nil {
+			return err
+		}
+		gwRes, err := Run(ctx, gwAddr, "/api/campaigns/send", small, o.Conns, o.Warmup, o.Measure, gw.Pid())
+		if err != nil {
+			return fmt.Errorf("gateway 10 contacts: %w", err)
+		}
+		fmt.Fprintf(w, "round %d gateway  10 contacts: %s\n        cpu/req by process: %s\n", round, gwRes, gwRes.ByCommand)
+		if err := purge(); err != nil {
+			return err
+		}
+		ratios = append(ratios, gwRes.ReqPerSec/floorRes.ReqPerSec)
+		floorP99, gwP99 = append(floorP99, ms(floorRes.P99)), append(gwP99, ms(gwRes.P99))
+		fmt.Fprintf(w, "round %d ratio gateway/floor: %.2fx req/s; p99 %.2f ms vs %.2f ms\n", round, ratios[len(ratios)-1], ms(gwRes.P99), ms(floorRes.P99))
 	}
-	fmt.Fprintf(w, "gateway  10 contacts: %s\n", gwSmall)
-	if err := purge(); err != nil {
-		return err
-	}
-	gwLarge, err := Run(ctx, gwAddr, "/api/campaigns/send", large, o.Conns, o.Warmup, o.Measure)
+	gwLarge, err := Run(ctx, gwAddr, "/api/campaigns/send", large, o.Conns, o.Warmup, o.Measure, gw.Pid())
 	if err != nil {
 		return fmt.Errorf("gateway 1000 contacts: %w", err)
 	}
 	fmt.Fprintf(w, "gateway 1000 contacts: %s\n", gwLarge)
-	fmt.Fprintf(w, "ratio gateway/floor at 10 contacts: %.2fx req/s (target >= 1.20x), p99 %.2f ms vs floor %.2f ms (target: no worse)\n",
-		gwSmall.ReqPerSec/floorRes.ReqPerSec, ms(gwSmall.P99), ms(floorRes.P99))
+	fmt.Fprintf(w, "median over %d rounds at 10 contacts: gateway/floor %.2fx req/s (target >= 1.20x); p99 gateway %.2f ms vs floor %.2f ms (target: no worse)\n",
+		o.Rounds, median(ratios), median(gwP99), median(floorP99))
 	return nil
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // RunFloorProcess is the floor's process: env says where to listen and publish.

@@ -39,19 +39,26 @@ type Result struct {
 	Max         time.Duration
 	ReqPerSec   float64
 	ContactsSec float64
+	// ServerCPU and MachineCPU are the CPU time the server process and the
+	// whole machine (every process, the generator included) spent per
+	// request in the measured window.
+	ServerCPU, MachineCPU time.Duration
+	// ByCommand is the CPU per request of every process by command name.
+	ByCommand string
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("%9.0f req/s %10.0f contacts/s  p50 %6.2f ms  p99 %6.2f ms  max %6.1f ms  statuses %v errors %d",
-		r.ReqPerSec, r.ContactsSec, ms(r.P50), ms(r.P99), ms(r.Max), r.Statuses, r.Errors)
+	return fmt.Sprintf("%7.0f req/s %9.0f contacts/s  p50 %6.2f ms  p99 %6.2f ms  max %6.1f ms  cpu/req server %3dµs machine %3dµs  statuses %v errors %d",
+		r.ReqPerSec, r.ContactsSec, ms(r.P50), ms(r.P99), ms(r.Max), r.ServerCPU.Microseconds(), r.MachineCPU.Microseconds(), r.Statuses, r.Errors)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // Run drives POST path on addr from conns connections for warmup+measure,
 // cycling through reqs (connection i starts at i and steps by conns, so
-// companies are spread evenly). Only the measure window is counted.
-func Run(ctx context.Context, addr, path string, reqs []Request, conns int, warmup, measure time.Duration) (Result, error) {
+// companies are spread evenly). Only the measure window is counted. pid is
+// the server's process, whose CPU time is measured (0: none).
+func Run(ctx context.Context, addr, path string, reqs []Request, conns int, warmup, measure time.Duration, pid int) (Result, error) {
 	type worker struct {
 		lat      []time.Duration
 		statuses map[int]int
@@ -62,6 +69,21 @@ func Run(ctx context.Context, addr, path string, reqs []Request, conns int, warm
 	start := time.Now()
 	measureFrom := start.Add(warmup)
 	stopAt := measureFrom.Add(measure)
+	var meter *cpuMeter
+	var spent func() (time.Duration, time.Duration)
+	var cmdBefore, cmdAfter map[string]time.Duration
+	var meterWG sync.WaitGroup
+	meterWG.Add(1)
+	go func() {
+		defer meterWG.Done()
+		time.Sleep(time.Until(measureFrom))
+		cmdBefore = cpuByCommand()
+		meter = startCPU(pid)
+		time.Sleep(time.Until(stopAt))
+		s0, m0 := meter.spent()
+		cmdAfter = cpuByCommand()
+		spent = func() (time.Duration, time.Duration) { return s0, m0 }
+	}()
 	var wg sync.WaitGroup
 	var dialErr error
 	var once sync.Once
@@ -108,6 +130,7 @@ func Run(ctx context.Context, addr, path string, reqs []Request, conns int, warm
 		}()
 	}
 	wg.Wait()
+	meterWG.Wait()
 	if dialErr != nil {
 		return Result{}, dialErr
 	}
@@ -131,6 +154,10 @@ func Run(ctx context.Context, addr, path string, reqs []Request, conns int, warm
 	res.Max = all[len(all)-1]
 	res.ReqPerSec = float64(res.Requests) / measure.Seconds()
 	res.ContactsSec = float64(res.Contacts) / measure.Seconds()
+	if server, machine := spent(); pid > 0 {
+		res.ServerCPU, res.MachineCPU = server/time.Duration(res.Requests), machine/time.Duration(res.Requests)
+	}
+	res.ByCommand = breakdown(cmdBefore, cmdAfter, res.Requests)
 	return res, nil
 }
 

@@ -1,0 +1,238 @@
+// Package delivery is the engine both dispatchers share: it turns an accepted
+// batch from the SENDS stream into one message per contact, sends each
+// message through the channel provider under its messaging account's
+// throughput limit, and records every message's state in PostgreSQL.
+//
+// # The work queue
+//
+// JetStream carries a batch from the gateway to a dispatcher; the messages
+// table is the dispatchers' durable work queue. A batch is acked only once
+// its messages are committed ("expansion", one transaction), so an accepted
+// batch is never only in memory. Each message is then claimed by one
+// dispatcher (FOR UPDATE SKIP LOCKED), sent, and its outcome recorded.
+//
+// # Message states
+//
+//	queued     due at not_before (now, or after a retry's backoff)
+//	scheduled  held until the batch's scheduled_at
+//	deferred   outside the account's delivery hours; due at the next opening
+//	sending    claimed by a dispatcher at claimed_at; the provider call is under way
+//	sent       the provider accepted it (provider_message_id is its wamid)
+//	delivered  the provider's status callback said so
+//	read       likewise
+//	failed     permanent provider error (error_code, error_title), retries
+//	           exhausted, or the batch could not be expanded
+//	skipped_opt_out  a non-forced campaign message to a contact who opted out
+//
+// sent, delivered, read, failed and skipped_opt_out are terminal for the
+// dispatcher. Status callbacks only move forward: sent < failed < delivered
+// < read (see ApplyStatuses).
+//
+// # Batch lifecycle
+//
+//	accepted   in the stream (recorded by the gateway, or by expansion)
+//	scheduled  expanded; every message waits for scheduled_at
+//	processing expanded; some message is due, in flight or waiting
+//	completed  every message is terminal
+//	failed     could not be expanded (campaign, automation, template or
+//	           account gone, account disconnected); its messages say why
+//
+// # The duplicate window
+//
+// A message leaves sending only through the recorder (its outcome) or the
+// stale-claim lease (a claim older than Config.Lease goes back to queued), and
+// sent messages are never claimed. So a message is sent twice only when a
+// dispatcher dies after the provider answered and before the outcome was
+// committed: at most the rows in sending at that moment plus the recorder's
+// unflushed outcomes.
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Lane is which dispatcher sends a message.
+type Lane string
+
+// The two lanes. Campaign messages respect opt-out and delivery hours unless
+// forced; automation messages bypass both.
+const (
+	LaneCampaign   Lane = "campaign"
+	LaneAutomation Lane = "automation"
+)
+
+// State is a message's state (the message_state enum).
+type State string
+
+// Message states; see the package documentation.
+const (
+	StateQueued        State = "queued"
+	StateScheduled     State = "scheduled"
+	StateDeferred      State = "deferred"
+	StateSending       State = "sending"
+	StateSent          State = "sent"
+	StateDelivered     State = "delivered"
+	StateRead          State = "read"
+	StateFailed        State = "failed"
+	StateSkippedOptOut State = "skipped_opt_out"
+)
+
+// States lists every message state, in lifecycle order.
+var States = []State{StateQueued, StateScheduled, StateDeferred, StateSending, StateSent,
+	StateDelivered, StateRead, StateFailed, StateSkippedOptOut}
+
+// Terminal reports whether a message in state s is done for the dispatcher.
+func (s State) Terminal() bool {
+	switch s {
+	case StateSent, StateDelivered, StateRead, StateFailed, StateSkippedOptOut:
+		return true
+	}
+	return false
+}
+
+// BatchState is a batch's status (the batch_status enum).
+type BatchState string
+
+// Batch statuses; see the package documentation.
+const (
+	BatchAccepted   BatchState = "accepted"
+	BatchScheduled  BatchState = "scheduled"
+	BatchProcessing BatchState = "processing"
+	BatchCompleted  BatchState = "completed"
+	BatchFailed     BatchState = "failed"
+)
+
+// ErrNotFound is a batch that does not exist for the asking company.
+var ErrNotFound = errors.New("not found")
+
+// Clock is where every query takes "now" from, never SQL now(), so that
+// tests can stand outside delivery hours or past scheduled_at.
+type Clock func() time.Time
+
+// Throttle is the account throughput limiter shared by every replica
+// (pkg/ratelimit's Limiter): Take grants up to want sends on key at
+// perSecond now, or none and when to ask again.
+type Throttle interface {
+	Take(ctx context.Context, key string, perSecond, want int) (granted int, retryIn time.Duration)
+}
+
+// DB is what the package's queries run on: a pool or a transaction.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Config is the tuning of a dispatcher, read from the environment.
+type Config struct {
+	// Workers bounds the provider calls in flight (and so the claimed rows).
+	Workers int `env:"PARLEY_DISPATCH_WORKERS" envDefault:"512"`
+	// ClaimBatch bounds the messages one claim takes.
+	ClaimBatch int `env:"PARLEY_DISPATCH_CLAIM_BATCH" envDefault:"500"`
+	// Lease is how old a claim must be before any dispatcher sends its
+	// message again; it must exceed the provider timeout plus a flush.
+	Lease time.Duration `env:"PARLEY_DISPATCH_LEASE" envDefault:"60s"`
+	// MaxAttempts bounds the sends of one message (retries included).
+	MaxAttempts int `env:"PARLEY_DISPATCH_MAX_ATTEMPTS" envDefault:"8"`
+	// BackoffBase and BackoffCap shape the exponential backoff, with full
+	// jitter, between attempts after a retryable error.
+	BackoffBase time.Duration `env:"PARLEY_DISPATCH_BACKOFF_BASE" envDefault:"1s"`
+	BackoffCap  time.Duration `env:"PARLEY_DISPATCH_BACKOFF_CAP" envDefault:"5m"`
+	// PollInterval is how often a dispatcher looks for accounts with due
+	// work (scheduled sends, retries, deferred messages, other replicas'
+	// batches); a batch it expands itself wakes its account at once.
+	PollInterval time.Duration `env:"PARLEY_DISPATCH_POLL_INTERVAL" envDefault:"250ms"`
+	// FlushInterval and FlushSize bound how long outcomes wait to be recorded.
+	FlushInterval time.Duration `env:"PARLEY_DISPATCH_FLUSH_INTERVAL" envDefault:"10ms"`
+	FlushSize     int           `env:"PARLEY_DISPATCH_FLUSH_SIZE" envDefault:"1000"`
+	// Recorders is how many flushes may run at once.
+	Recorders int `env:"PARLEY_DISPATCH_RECORDERS" envDefault:"4"`
+	// SweepInterval is how often stale claims are returned and early status
+	// callbacks applied.
+	SweepInterval time.Duration `env:"PARLEY_DISPATCH_SWEEP_INTERVAL" envDefault:"5s"`
+	// ExpandWorkers is how many batches are expanded at once.
+	ExpandWorkers int `env:"PARLEY_DISPATCH_EXPAND_WORKERS" envDefault:"4"`
+	// AckWait is how long JetStream waits for a batch's ack before
+	// redelivering it; long expansions report progress well within it.
+	AckWait time.Duration `env:"PARLEY_DISPATCH_ACK_WAIT" envDefault:"30s"`
+	// CacheTTL bounds how stale a cached account, template or token may be.
+	CacheTTL time.Duration `env:"PARLEY_DISPATCH_CACHE_TTL" envDefault:"5s"`
+	// ShutdownTimeout bounds the wait for in-flight sends and the last flush.
+	ShutdownTimeout time.Duration `env:"PARLEY_DISPATCH_SHUTDOWN_TIMEOUT" envDefault:"30s"`
+}
+
+// Validate reports every problem at once. providerTimeout is the channel
+// client's per-call timeout, which the lease must outlast.
+func (c Config) Validate(providerTimeout time.Duration) error {
+	var errs []error
+	positive := func(name string, v int) {
+		if v < 1 {
+			errs = append(errs, fmt.Errorf("%s must be at least 1", name))
+		}
+	}
+	positive("PARLEY_DISPATCH_WORKERS", c.Workers)
+	positive("PARLEY_DISPATCH_CLAIM_BATCH", c.ClaimBatch)
+	positive("PARLEY_DISPATCH_MAX_ATTEMPTS", c.MaxAttempts)
+	positive("PARLEY_DISPATCH_FLUSH_SIZE", c.FlushSize)
+	positive("PARLEY_DISPATCH_RECORDERS", c.Recorders)
+	positive("PARLEY_DISPATCH_EXPAND_WORKERS", c.ExpandWorkers)
+	durations := []struct {
+		name string
+		v    time.Duration
+	}{
+		{"PARLEY_DISPATCH_LEASE", c.Lease}, {"PARLEY_DISPATCH_BACKOFF_BASE", c.BackoffBase},
+		{"PARLEY_DISPATCH_BACKOFF_CAP", c.BackoffCap}, {"PARLEY_DISPATCH_POLL_INTERVAL", c.PollInterval},
+		{"PARLEY_DISPATCH_FLUSH_INTERVAL", c.FlushInterval}, {"PARLEY_DISPATCH_SWEEP_INTERVAL", c.SweepInterval},
+		{"PARLEY_DISPATCH_ACK_WAIT", c.AckWait}, {"PARLEY_DISPATCH_CACHE_TTL", c.CacheTTL},
+		{"PARLEY_DISPATCH_SHUTDOWN_TIMEOUT", c.ShutdownTimeout},
+	}
+	for _, d := range durations {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive", d.name))
+		}
+	}
+	if c.BackoffCap < c.BackoffBase {
+		errs = append(errs, errors.New("PARLEY_DISPATCH_BACKOFF_CAP must not be below PARLEY_DISPATCH_BACKOFF_BASE"))
+	}
+	if min := providerTimeout + c.FlushInterval + time.Second; c.Lease < min {
+		errs = append(errs, fmt.Errorf("PARLEY_DISPATCH_LEASE %s must exceed the provider timeout plus a flush (at least %s)", c.Lease, min))
+	}
+	if c.AckWait < time.Second {
+		errs = append(errs, errors.New("PARLEY_DISPATCH_ACK_WAIT must be at least 1s"))
+	}
+	return errors.Join(errs...)
+}
+
+// ProviderConfig is how the dispatchers reach the WhatsApp Cloud API (or
+// provider-sim on loopback: `make run` points PARLEY_WHATSAPP_BASE_URL at it).
+type ProviderConfig struct {
+	BaseURL    string        `env:"PARLEY_WHATSAPP_BASE_URL" envDefault:"https://graph.facebook.com"`
+	APIVersion string        `env:"PARLEY_WHATSAPP_API_VERSION" envDefault:"v21.0"`
+	Timeout    time.Duration `env:"PARLEY_WHATSAPP_TIMEOUT" envDefault:"10s"`
+	// MaxConns bounds the connections to the provider host.
+	MaxConns int `env:"PARLEY_WHATSAPP_MAX_CONNS" envDefault:"1024"`
+}
+
+// Validate reports every problem at once.
+func (c ProviderConfig) Validate() error {
+	var errs []error
+	if c.BaseURL == "" {
+		errs = append(errs, errors.New("PARLEY_WHATSAPP_BASE_URL is empty"))
+	}
+	if c.APIVersion == "" {
+		errs = append(errs, errors.New("PARLEY_WHATSAPP_API_VERSION is empty"))
+	}
+	if c.Timeout <= 0 {
+		errs = append(errs, errors.New("PARLEY_WHATSAPP_TIMEOUT must be positive"))
+	}
+	if c.MaxConns < 1 {
+		errs = append(errs, errors.New("PARLEY_WHATSAPP_MAX_CONNS must be at least 1"))
+	}
+	return errors.Join(errs...)
+}

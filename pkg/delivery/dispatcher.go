@@ -1,0 +1,304 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/bus/sendsv1"
+	"github.com/parleyhq/parley/pkg/channel/whatsapp"
+)
+
+// Deps are what a dispatcher runs on.
+type Deps struct {
+	Pool *pgxpool.Pool
+	// JS and Bus name the SENDS stream the batches come from.
+	JS       jetstream.JetStream
+	Bus      bus.Config
+	Catalog  Catalog
+	Sender   whatsapp.Sender
+	Throttle Throttle
+	// Clock is time.Now when nil.
+	Clock    Clock
+	Log      *zap.Logger
+	Registry prometheus.Registerer
+}
+
+// Dispatcher consumes one lane's batches from the SENDS stream, expands
+// them, and sends their messages. Any number of dispatchers of a lane may
+// run against the same stream and database.
+type Dispatcher struct {
+	lane Lane
+	cfg  Config
+	d    Deps
+	exp  *Expander
+	eng  *engine
+	m    *Metrics
+	log  *zap.Logger
+}
+
+// ConsumerName is the durable consumer of a lane on the SENDS stream.
+func ConsumerName(lane Lane) string { return string(lane) + "-dispatcher" }
+
+// New returns a dispatcher of lane.
+func New(lane Lane, cfg Config, d Deps) (*Dispatcher, error) {
+	if lane != LaneCampaign && lane != LaneAutomation {
+		return nil, fmt.Errorf("dispatcher lane %q", lane)
+	}
+	if d.Pool == nil || d.JS == nil || d.Catalog == nil || d.Sender == nil || d.Throttle == nil || d.Log == nil || d.Registry == nil {
+		return nil, errors.New("dispatcher: missing dependency")
+	}
+	if d.Clock == nil {
+		d.Clock = time.Now
+	}
+	m, err := NewMetrics(d.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher metrics: %w", err)
+	}
+	log := d.Log.With(zap.String("lane", string(lane)))
+	return &Dispatcher{
+		lane: lane, cfg: cfg, d: d, m: m, log: log,
+		exp: NewExpander(d.Pool, d.Catalog, d.Clock),
+		eng: newEngine(lane, cfg, d.Pool, d.Catalog, d.Sender, d.Throttle, d.Clock, log, m),
+	}, nil
+}
+
+// EnsureConsumer creates or updates the lane's durable pull consumer.
+func (x *Dispatcher) EnsureConsumer(ctx context.Context) (jetstream.Consumer, error) {
+	filter := x.d.Bus.CampaignFilter()
+	if x.lane == LaneAutomation {
+		filter = x.d.Bus.AutomationFilter()
+	}
+	c, err := x.d.JS.CreateOrUpdateConsumer(ctx, x.d.Bus.Stream, jetstream.ConsumerConfig{
+		Durable:       ConsumerName(x.lane),
+		Description:   "Parley " + string(x.lane) + " dispatchers",
+		FilterSubject: filter,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       x.cfg.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: 1000,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ensure consumer %s: %w", ConsumerName(x.lane), err)
+	}
+	return c, nil
+}
+
+// Run consumes and sends until ctx ends, then shuts down in order: stop
+// taking batches (those already fetched are expanded), stop claiming, let
+// the sends in flight finish and the recorder flush. It returns an error
+// only when it could not start.
+func (x *Dispatcher) Run(ctx context.Context) error {
+	cons, err := x.EnsureConsumer(ctx)
+	if err != nil {
+		return err
+	}
+	engCtx, stopEngine := context.WithCancel(context.Background())
+	engDone := make(chan struct{})
+	go func() {
+		defer close(engDone)
+		x.eng.run(engCtx)
+	}()
+
+	queue := make(chan jetstream.Msg, x.cfg.ExpandWorkers)
+	quit := make(chan struct{})
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case queue <- m:
+		case <-quit:
+			_ = m.Nak()
+		}
+	},
+		jetstream.PullMaxMessages(2*x.cfg.ExpandWorkers),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if ctx.Err() == nil {
+				x.log.Warn("consume batches", zap.Error(err))
+			}
+		}))
+	if err != nil {
+		stopEngine()
+		<-engDone
+		return fmt.Errorf("consume %s: %w", ConsumerName(x.lane), err)
+	}
+	var wg sync.WaitGroup
+	for range x.cfg.ExpandWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case m := <-queue:
+					x.handle(m)
+				case <-quit:
+					for {
+						select {
+						case m := <-queue:
+							x.handle(m)
+						default:
+							return
+						}
+					}
+				}
+			}
+		}()
+	}
+	x.log.Info("dispatching", zap.String("consumer", ConsumerName(x.lane)), zap.String("stream", x.d.Bus.Stream))
+
+	<-ctx.Done()
+	x.log.Info("stopping: no new batches")
+	cc.Drain()
+	select {
+	case <-cc.Closed():
+	case <-time.After(5 * time.Second):
+		cc.Stop()
+	}
+	close(quit)
+	wg.Wait()
+	x.log.Info("stopping: finishing the sends in flight")
+	stopEngine()
+	select {
+	case <-engDone:
+	case <-time.After(x.cfg.ShutdownTimeout + 5*time.Second):
+		x.log.Error("sends in flight did not finish in time; their claims will be sent again after the lease")
+	}
+	x.log.Info("stopped")
+	return nil
+}
+
+// Wake makes the dispatcher look for due messages of an account now rather
+// than at its next poll.
+func (x *Dispatcher) Wake(accountID int64) { x.eng.wake(accountID) }
+
+// handle expands one batch and acks it only once its messages are
+// committed; a transient failure is retried with backoff, an undecodable
+// batch is terminated and kept for an operator.
+func (x *Dispatcher) handle(msg jetstream.Msg) {
+	lane := string(x.lane)
+	defer func() {
+		if r := recover(); r != nil {
+			x.log.Error("panic expanding a batch", zap.Any("panic", r), zap.String("subject", msg.Subject()))
+			x.m.batches.WithLabelValues(lane, "retried").Inc()
+			_ = msg.NakWithDelay(5 * time.Second)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	stop := x.keepAlive(msg)
+	defer stop()
+
+	var exp Expansion
+	var err error
+	var batchID string
+	company, subjErr := subjectCompany(msg.Subject())
+	switch x.lane {
+	case LaneCampaign:
+		var b sendsv1.CampaignBatch
+		if uerr := proto.Unmarshal(msg.Data(), &b); uerr != nil {
+			err = reject("undecodable campaign batch: %v", uerr)
+			break
+		}
+		batchID = b.GetBatchId()
+		if subjErr == nil && company != b.GetCompanyId() {
+			err = reject("batch %s of company %d published on %s", batchID, b.GetCompanyId(), msg.Subject())
+			break
+		}
+		exp, err = x.exp.Campaign(ctx, &b)
+	case LaneAutomation:
+		var b sendsv1.AutomationBatch
+		if uerr := proto.Unmarshal(msg.Data(), &b); uerr != nil {
+			err = reject("undecodable automation batch: %v", uerr)
+			break
+		}
+		batchID = b.GetBatchId()
+		if subjErr == nil && company != b.GetCompanyId() {
+			err = reject("batch %s of company %d published on %s", batchID, b.GetCompanyId(), msg.Subject())
+			break
+		}
+		exp, err = x.exp.Automation(ctx, &b)
+	}
+	log := x.log.With(zap.String("batch_id", batchID), zap.Int64("company_id", company))
+	var rej *RejectError
+	switch {
+	case errors.As(err, &rej):
+		x.reject(ctx, msg, batchID, rej.Reason, log)
+		return
+	case err != nil:
+		n := uint64(1)
+		if md, mdErr := msg.Metadata(); mdErr == nil {
+			n = md.NumDelivered
+		}
+		delay := min(time.Second<<min(n-1, 5), 30*time.Second)
+		log.Warn("expand batch; will retry", zap.Uint64("delivery", n), zap.Duration("delay", delay), zap.Error(err))
+		x.m.batches.WithLabelValues(lane, "retried").Inc()
+		_ = msg.NakWithDelay(delay)
+		return
+	}
+	x.m.batches.WithLabelValues(lane, exp.Result).Inc()
+	if exp.Result == ResultFailed {
+		log.Warn("batch could not be expanded; its messages are failed", zap.Int("messages", exp.Messages))
+	}
+	if err := msg.DoubleAck(ctx); err != nil {
+		// The batch is committed; a redelivery finds its messages and acks.
+		log.Warn("ack batch", zap.Error(err))
+	}
+	if exp.Due {
+		x.eng.wake(exp.AccountID)
+	}
+}
+
+// reject terminates a batch that can never be expanded, after keeping it
+// in rejected_bus_messages; if even that fails it is retried later.
+func (x *Dispatcher) reject(ctx context.Context, msg jetstream.Msg, batchID, reason string, log *zap.Logger) {
+	if _, err := x.d.Pool.Exec(ctx, `
+		INSERT INTO rejected_bus_messages (subject, msg_id, reason, payload, rejected_at) VALUES ($1, $2, $3, $4, $5)`,
+		msg.Subject(), optional(msg.Headers().Get("Nats-Msg-Id")), reason, msg.Data(), x.d.Clock()); err != nil {
+		log.Warn("keep rejected batch; will retry", zap.Error(err))
+		x.m.batches.WithLabelValues(string(x.lane), "retried").Inc()
+		_ = msg.NakWithDelay(5 * time.Second)
+		return
+	}
+	log.Error("batch rejected", zap.String("reason", reason))
+	x.m.batches.WithLabelValues(string(x.lane), "rejected").Inc()
+	_ = msg.Term()
+}
+
+// keepAlive tells JetStream the batch is still being worked on, so that a
+// long expansion (a large segment) is not redelivered to another replica.
+func (x *Dispatcher) keepAlive(msg jetstream.Msg) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(x.cfg.AckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// subjectCompany reads the company id from <prefix>.<lane>.<company_id>.
+func subjectCompany(subject string) (int64, error) {
+	i := strings.LastIndexByte(subject, '.')
+	id, err := strconv.ParseInt(subject[i+1:], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("subject %q has no company id", subject)
+	}
+	return id, nil
+}

@@ -1,0 +1,588 @@
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+
+	"github.com/parleyhq/parley/pkg/catalog"
+	"github.com/parleyhq/parley/pkg/channel/whatsapp"
+	"github.com/parleyhq/parley/pkg/contacts"
+)
+
+// claimSQL takes up to $4 due messages of one account, oldest first,
+// skipping rows another dispatcher holds. In the same statement a
+// non-forced message to an opted-out contact becomes skipped_opt_out (the
+// opt-out is read now, not at expansion), and the rest become sending with
+// this claim's time. With $5 (delivery hours closed) only messages that
+// bypass the rules are taken. It returns what rendering needs.
+const claimSQL = `
+WITH picked AS (
+	SELECT m.id, (NOT m.bypass_rules AND c.opted_out_at IS NOT NULL) AS opted_out,
+		c.first_name, c.last_name, c.variables
+	FROM messages m
+	LEFT JOIN contacts c ON c.company_id = m.company_id AND c.phone = m.phone
+	WHERE m.lane = $1 AND m.messaging_account_id = $2
+	  AND m.state IN ('queued', 'scheduled', 'deferred') AND m.not_before <= $3
+	  AND (m.bypass_rules OR NOT $5)
+	ORDER BY m.not_before, m.id
+	LIMIT $4
+	FOR UPDATE OF m SKIP LOCKED
+)
+UPDATE messages m SET
+	state = (CASE WHEN p.opted_out THEN 'skipped_opt_out' ELSE 'sending' END)::message_state,
+	claimed_at = $3,
+	skipped_at = CASE WHEN p.opted_out THEN $3::timestamptz ELSE NULL END,
+	updated_at = $3
+FROM picked p WHERE m.id = p.id
+RETURNING m.id, m.batch_id::text, m.state::text, m.phone, COALESCE(m.template_id, 0), m.attempts, m.overrides, m.claimed_at,
+	COALESCE(p.first_name, ''), COALESCE(p.last_name, ''), p.variables`
+
+// deferSQL moves an account's due non-forced campaign messages to the next
+// opening of its delivery hours.
+const deferSQL = `
+UPDATE messages SET state = 'deferred', not_before = $3, updated_at = $2
+WHERE lane = 'campaign' AND messaging_account_id = $1
+  AND state IN ('queued', 'scheduled', 'deferred') AND not_before <= $2 AND NOT bypass_rules`
+
+// dueAccountsSQL lists the accounts of a lane with due work: a loose index
+// scan over the distinct accounts with waiting messages, then one probe
+// each, so a large backlog costs a handful of index lookups.
+const dueAccountsSQL = `
+WITH RECURSIVE a AS (
+	(SELECT messaging_account_id AS id FROM messages
+	 WHERE lane = $1 AND state IN ('queued', 'scheduled', 'deferred') AND messaging_account_id IS NOT NULL
+	 ORDER BY messaging_account_id LIMIT 1)
+	UNION ALL
+	SELECT (SELECT messaging_account_id FROM messages
+	        WHERE lane = $1 AND state IN ('queued', 'scheduled', 'deferred') AND messaging_account_id > a.id
+	        ORDER BY messaging_account_id LIMIT 1)
+	FROM a WHERE a.id IS NOT NULL
+)
+SELECT a.id FROM a WHERE a.id IS NOT NULL AND EXISTS (
+	SELECT 1 FROM messages m WHERE m.lane = $1 AND m.messaging_account_id = a.id
+	  AND m.state IN ('queued', 'scheduled', 'deferred') AND m.not_before <= $2)`
+
+// leaseSQL returns claims older than the lease to the queue (their
+// dispatcher died or stalled between claim and record); a message whose
+// attempts are spent fails instead.
+const leaseSQL = `
+UPDATE messages SET
+	state = (CASE WHEN attempts + 1 >= $3 THEN 'failed' ELSE 'queued' END)::message_state,
+	attempts = attempts + 1,
+	not_before = $1,
+	error_title = CASE WHEN attempts + 1 >= $3 THEN 'no outcome recorded after ' || (attempts + 1) || ' claims' ELSE error_title END,
+	failed_at = CASE WHEN attempts + 1 >= $3 THEN $1::timestamptz ELSE failed_at END,
+	updated_at = $1
+WHERE state = 'sending' AND claimed_at < $2 AND lane = $4
+RETURNING batch_id::text, state::text`
+
+// claimed is one message taken by a claim.
+type claimed struct {
+	id         int64
+	batchID    string
+	state      State
+	phone      string
+	templateID int64
+	attempts   int
+	claimedAt  time.Time
+	overrides  messageOverrides
+	firstName  string
+	lastName   string
+	variables  map[string]string
+}
+
+// engine is the sending side of a dispatcher for one lane: a lane worker
+// per messaging account with due work, a bounded pool of provider calls,
+// and the recorder.
+type engine struct {
+	lane     Lane
+	cfg      Config
+	pool     *pgxpool.Pool
+	cache    *catalogCache
+	sender   whatsapp.Sender
+	throttle Throttle
+	now      Clock
+	log      *zap.Logger
+	m        *Metrics
+	rec      *recorder
+	slots    chan struct{}
+	// sendCtx outlives shutdown: in-flight provider calls finish.
+	sendCtx context.Context
+
+	mu      sync.Mutex
+	warned  map[string]time.Time
+	runCtx  context.Context
+	workers map[int64]*laneWorker
+	wg      sync.WaitGroup
+	sends   sync.WaitGroup
+}
+
+type laneWorker struct {
+	woken bool
+}
+
+func newEngine(lane Lane, cfg Config, pool *pgxpool.Pool, cat Catalog, sender whatsapp.Sender, throttle Throttle,
+	now Clock, log *zap.Logger, m *Metrics) *engine {
+	return &engine{
+		lane: lane, cfg: cfg, pool: pool, cache: newCatalogCache(cat, cfg.CacheTTL), sender: sender,
+		throttle: throttle, now: now, log: log, m: m,
+		rec:     newRecorder(lane, pool, now, log, m, cfg),
+		slots:   make(chan struct{}, cfg.Workers),
+		sendCtx: context.Background(),
+		workers: map[int64]*laneWorker{},
+		warned:  map[string]time.Time{},
+	}
+}
+
+// warnInterval is how often one kind of recurring failure is logged: an
+// outage of PostgreSQL makes every poll fail, and one line per interval
+// says as much as four a second.
+const warnInterval = 10 * time.Second
+
+// warn logs a recurring failure at most once per warnInterval per message.
+func (e *engine) warn(msg string, fields ...zap.Field) {
+	e.mu.Lock()
+	last, seen := e.warned[msg]
+	now := time.Now()
+	if seen && now.Sub(last) < warnInterval {
+		e.mu.Unlock()
+		return
+	}
+	e.warned[msg] = now
+	e.mu.Unlock()
+	e.log.Warn(msg, fields...)
+}
+
+// run discovers accounts with due work, returns stale claims and applies
+// early status callbacks until ctx ends; then it stops claiming, lets the
+// sends in flight finish and the recorder flush, and returns.
+func (e *engine) run(ctx context.Context) {
+	e.mu.Lock()
+	e.runCtx = ctx
+	e.mu.Unlock()
+	e.rec.run()
+
+	poll := time.NewTicker(e.cfg.PollInterval)
+	defer poll.Stop()
+	sweep := time.NewTicker(e.cfg.SweepInterval)
+	defer sweep.Stop()
+	e.discover(ctx)
+	e.sweep(ctx)
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-poll.C:
+			e.discover(ctx)
+		case <-sweep.C:
+			e.sweep(ctx)
+		}
+	}
+	e.wg.Wait()
+	e.sends.Wait()
+	e.rec.close()
+}
+
+// wake makes sure a lane worker serves the account now.
+func (e *engine) wake(accountID int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.runCtx == nil || e.runCtx.Err() != nil {
+		return
+	}
+	if w := e.workers[accountID]; w != nil {
+		w.woken = true
+		return
+	}
+	w := &laneWorker{}
+	e.workers[accountID] = w
+	e.wg.Add(1)
+	go e.work(e.runCtx, accountID, w)
+}
+
+func (e *engine) discover(ctx context.Context) {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rows, err := e.pool.Query(qctx, dueAccountsSQL, string(e.lane), e.now())
+	if err != nil {
+		if ctx.Err() == nil {
+			e.warn("find accounts with due messages", zap.Error(err))
+		}
+		return
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		if ctx.Err() == nil {
+			e.warn("find accounts with due messages", zap.Error(err))
+		}
+		return
+	}
+	for _, id := range ids {
+		e.wake(id)
+	}
+}
+
+// sweep returns stale claims, applies early status callbacks and updates
+// the backlog gauge.
+func (e *engine) sweep(ctx context.Context) {
+	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	now := e.now()
+	err := pgx.BeginFunc(qctx, e.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(qctx, leaseSQL, now, now.Add(-e.cfg.Lease), e.cfg.MaxAttempts, string(e.lane))
+		if err != nil {
+			return fmt.Errorf("return stale claims: %w", err)
+		}
+		var batches []string
+		seen := map[string]bool{}
+		n := 0
+		for rows.Next() {
+			var b, s string
+			if err := rows.Scan(&b, &s); err != nil {
+				rows.Close()
+				return fmt.Errorf("return stale claims: %w", err)
+			}
+			n++
+			if !seen[b] {
+				seen[b] = true
+				batches = append(batches, b)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("return stale claims: %w", err)
+		}
+		if n > 0 {
+			e.m.leaseReclaims.WithLabelValues(string(e.lane)).Add(float64(n))
+			e.log.Warn("returned stale claims to the queue", zap.Int("messages", n), zap.Duration("lease", e.cfg.Lease))
+		}
+		return completeBatches(qctx, tx, batches, now)
+	})
+	if err != nil && ctx.Err() == nil {
+		e.warn("sweep", zap.Error(err))
+	}
+	if _, _, err := SweepBacklog(qctx, e.pool, now); err != nil && ctx.Err() == nil {
+		e.warn("sweep status backlog", zap.Error(err))
+	}
+	var waiting int64
+	if err := e.pool.QueryRow(qctx, `SELECT count(*) FROM messages WHERE lane = $1 AND state IN ('queued', 'scheduled', 'deferred')`,
+		string(e.lane)).Scan(&waiting); err == nil {
+		e.m.backlog.WithLabelValues(string(e.lane)).Set(float64(waiting))
+	}
+}
+
+// work serves one account until it has nothing due (or ctx ends).
+func (e *engine) work(ctx context.Context, accountID int64, w *laneWorker) {
+	defer e.wg.Done()
+	for {
+		e.mu.Lock()
+		w.woken = false
+		e.mu.Unlock()
+		more, err := e.step(ctx, accountID)
+		if ctx.Err() != nil {
+			e.retire(accountID, w, true)
+			return
+		}
+		if err != nil {
+			e.warn("lane worker", zap.Int64("account_id", accountID), zap.Error(err))
+			// Retire; discovery brings the account back on its next poll.
+			e.retire(accountID, w, true)
+			return
+		}
+		if !more && e.retire(accountID, w, false) {
+			return
+		}
+	}
+}
+
+// retire removes the worker unless it was woken since its last claim began
+// (then new work may have arrived that its claim did not see).
+func (e *engine) retire(accountID int64, w *laneWorker, force bool) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if w.woken && !force {
+		return false
+	}
+	if e.workers[accountID] == w {
+		delete(e.workers, accountID)
+	}
+	return true
+}
+
+// acquire takes between 1 and n send slots, waiting for the first.
+func (e *engine) acquire(ctx context.Context, n int) int {
+	select {
+	case e.slots <- struct{}{}:
+	case <-ctx.Done():
+		return 0
+	}
+	got := 1
+	for got < n {
+		select {
+		case e.slots <- struct{}{}:
+			got++
+		default:
+			return got
+		}
+	}
+	return got
+}
+
+func (e *engine) release(n int) {
+	for range n {
+		<-e.slots
+	}
+}
+
+// step claims and dispatches one round of an account's due messages. more
+// is whether the claim was full (there may be more due).
+func (e *engine) step(ctx context.Context, accountID int64) (more bool, err error) {
+	acct, err := e.cache.account(ctx, accountID)
+	if err != nil {
+		return false, err
+	}
+	now := e.now()
+	closed := false
+	if e.lane == LaneCampaign && acct.Window != nil {
+		open, next := NextOpening(acct.Window, e.cache.location(acct.Timezone), now)
+		if !open {
+			closed = true
+			tag, err := e.pool.Exec(ctx, deferSQL, accountID, now, next)
+			if err != nil {
+				return false, fmt.Errorf("defer messages of account %d: %w", accountID, err)
+			}
+			if n := tag.RowsAffected(); n > 0 {
+				e.m.messages.WithLabelValues(string(e.lane), "deferred").Add(float64(n))
+				e.log.Info("outside delivery hours: messages deferred", zap.Int64("account_id", accountID),
+					zap.Int64("messages", n), zap.Time("until", next))
+			}
+		}
+	}
+	want := min(max(acct.ThroughputPerSecond/10, 1), e.cfg.ClaimBatch)
+	slots := e.acquire(ctx, want)
+	if slots == 0 {
+		return false, ctx.Err()
+	}
+	// Not cancelled by shutdown: a claim the database made must reach this
+	// process, which then sends or releases its rows, rather than leave them
+	// to the lease.
+	msgs, err := e.claim(context.WithoutCancel(ctx), accountID, slots, e.now(), closed)
+	if err != nil {
+		e.release(slots)
+		return false, err
+	}
+	e.m.claimSize.WithLabelValues(string(e.lane)).Observe(float64(len(msgs)))
+	send := msgs[:0:0]
+	for _, m := range msgs {
+		if m.state == StateSkippedOptOut {
+			e.m.messages.WithLabelValues(string(e.lane), string(StateSkippedOptOut)).Inc()
+			e.rec.add(outcome{kind: kindTouch, batchID: m.batchID})
+			continue
+		}
+		send = append(send, m)
+	}
+	e.release(slots - len(send))
+	if len(send) == 0 {
+		return len(msgs) == slots, nil
+	}
+	if !acct.Connected {
+		at := e.now()
+		for _, m := range send {
+			e.rec.add(outcome{kind: kindFailed, id: m.id, batchID: m.batchID, claimedAt: m.claimedAt, at: at,
+				title: fmt.Sprintf("messaging account %d is disconnected", acct.ID)})
+		}
+		e.release(len(send))
+		return len(msgs) == slots, nil
+	}
+	e.dispatch(ctx, acct, send)
+	return len(msgs) == slots, nil
+}
+
+func (e *engine) claim(ctx context.Context, accountID int64, n int, now time.Time, closed bool) ([]claimed, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	rows, err := e.pool.Query(ctx, claimSQL, string(e.lane), accountID, now, n, closed)
+	if err != nil {
+		return nil, fmt.Errorf("claim messages of account %d: %w", accountID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
+		var c claimed
+		var state string
+		var ov, vars []byte
+		if err := r.Scan(&c.id, &c.batchID, &state, &c.phone, &c.templateID, &c.attempts, &ov, &c.claimedAt,
+			&c.firstName, &c.lastName, &vars); err != nil {
+			return c, err
+		}
+		c.state = State(state)
+		if len(ov) > 0 {
+			if err := json.Unmarshal(ov, &c.overrides); err != nil {
+				return c, fmt.Errorf("message %d overrides: %w", c.id, err)
+			}
+		}
+		v, err := contacts.DecodeVariables(vars)
+		if err != nil {
+			return c, fmt.Errorf("message %d contact: %w", c.id, err)
+		}
+		c.variables = v
+		return c, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim messages of account %d: %w", accountID, err)
+	}
+	return out, nil
+}
+
+// throttleKey is the throughput limiter's key of an account, shared by both
+// lanes and every replica: the provider's limit is per phone number.
+func throttleKey(accountID int64) string { return "account:" + strconv.FormatInt(accountID, 10) }
+
+// dispatch waits for the account's throughput tokens and starts the sends.
+// On shutdown the messages not started go back to the queue untouched.
+func (e *engine) dispatch(ctx context.Context, acct catalog.MessagingAccount, msgs []claimed) {
+	key := throttleKey(acct.ID)
+	var timer *time.Timer
+	for len(msgs) > 0 {
+		granted, retryIn := e.throttle.Take(ctx, key, acct.ThroughputPerSecond, len(msgs))
+		for _, m := range msgs[:granted] {
+			e.launch(acct, m)
+		}
+		msgs = msgs[granted:]
+		if len(msgs) == 0 {
+			return
+		}
+		if granted > 0 {
+			continue
+		}
+		if timer == nil {
+			timer = time.NewTimer(retryIn)
+			defer timer.Stop()
+		} else {
+			timer.Reset(retryIn)
+		}
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			at := e.now()
+			for _, m := range msgs {
+				e.rec.add(outcome{kind: kindRelease, id: m.id, batchID: m.batchID, claimedAt: m.claimedAt, notBefore: at, at: at})
+				e.m.messages.WithLabelValues(string(e.lane), "released").Inc()
+			}
+			e.release(len(msgs))
+			return
+		}
+	}
+}
+
+func (e *engine) launch(acct catalog.MessagingAccount, m claimed) {
+	e.sends.Add(1)
+	e.m.inFlight.WithLabelValues(string(e.lane)).Inc()
+	go func() {
+		defer e.sends.Done()
+		o := e.send(acct, m)
+		e.rec.add(o)
+		e.m.inFlight.WithLabelValues(string(e.lane)).Dec()
+		<-e.slots
+	}()
+}
+
+// recipient is the contact as this message personalises it: the trigger's
+// names and variables over the contact record's.
+func (m claimed) recipient() (whatsapp.Recipient, whatsapp.Overrides) {
+	vars := make(map[string]string, len(m.variables)+len(m.overrides.Variables))
+	for k, v := range m.variables {
+		vars[k] = v
+	}
+	for k, v := range m.overrides.Variables {
+		vars[k] = v
+	}
+	r := whatsapp.Recipient{Phone: m.phone, FirstName: m.firstName, LastName: m.lastName, Variables: vars,
+		ImageURL: m.overrides.ImageURL, VideoURL: m.overrides.VideoURL}
+	if m.overrides.FirstName != "" {
+		r.FirstName = m.overrides.FirstName
+	}
+	if m.overrides.LastName != "" {
+		r.LastName = m.overrides.LastName
+	}
+	return r, whatsapp.Overrides{URL: m.overrides.URL, URL2: m.overrides.URL2}
+}
+
+func (e *engine) send(acct catalog.MessagingAccount, m claimed) outcome {
+	ctx := e.sendCtx
+	o := outcome{id: m.id, batchID: m.batchID, claimedAt: m.claimedAt}
+	tpl, err := e.cache.template(ctx, m.templateID)
+	if err != nil {
+		return e.failure(o, m, fmt.Errorf("load template %d: %w", m.templateID, err))
+	}
+	tok, err := e.cache.token(ctx, acct.ID)
+	if err != nil {
+		return e.failure(o, m, fmt.Errorf("load access token: %w", err))
+	}
+	to, ov := m.recipient()
+	start := time.Now()
+	wamid, err := e.sender.SendTemplate(ctx, whatsapp.Account{PhoneNumberID: acct.PhoneNumberID, AccessToken: tok}, tpl.Template, to, ov)
+	e.m.sendSeconds.WithLabelValues(string(e.lane)).Observe(time.Since(start).Seconds())
+	if err != nil {
+		return e.failure(o, m, err)
+	}
+	o.kind, o.wamid, o.at = kindSent, wamid, e.now()
+	return o
+}
+
+// failure turns a failed attempt into a retry with backoff or, for a
+// permanent error or the last attempt, a failure with the provider's code.
+// A message that cannot be rendered (a missing parameter) is permanent and
+// its title says which part is missing.
+func (e *engine) failure(o outcome, m claimed, err error) outcome {
+	o.at = e.now()
+	class := whatsapp.Classify(err)
+	var floor time.Duration
+	var pe *whatsapp.Error
+	if errors.As(err, &pe) {
+		o.code, o.title, floor = pe.Code, pe.Title, pe.RetryAfter
+		if o.title == "" {
+			o.title = pe.Message
+		}
+	} else {
+		o.title = err.Error()
+	}
+	attempt := m.attempts + 1
+	if class == whatsapp.Permanent || attempt >= e.cfg.MaxAttempts {
+		o.kind = kindFailed
+		if class != whatsapp.Permanent {
+			e.log.Info("message failed after its last attempt", zap.Int64("message_id", m.id),
+				zap.Int("attempts", attempt), zap.Int("code", o.code), zap.Stringer("class", class))
+		}
+		return o
+	}
+	o.kind = kindRetry
+	o.notBefore = o.at.Add(max(Backoff(e.cfg.BackoffBase, e.cfg.BackoffCap, attempt), floor))
+	return o
+}
+
+// Backoff is the wait before retry number attempt (1 after the first
+// failure): exponential from base, capped, with full jitter (uniform in
+// [0, min(cap, base*2^(attempt-1))]) so that a burst of failures does not
+// come back as a burst.
+func Backoff(base, limit time.Duration, attempt int) time.Duration {
+	d := limit
+	if attempt < 1 {
+		attempt = 1
+	}
+	if attempt-1 < 40 {
+		if exp := base << (attempt - 1); exp > 0 && exp < limit {
+			d = exp
+		}
+	}
+	return rand.N(d + 1)
+}

@@ -1,0 +1,191 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/bus/bustest"
+	"github.com/parleyhq/parley/pkg/bus/sendsv1"
+	"github.com/parleyhq/parley/pkg/channel/whatsapp"
+	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
+	"github.com/parleyhq/parley/pkg/ratelimit"
+	"github.com/parleyhq/parley/pkg/ratelimit/ratelimittest"
+)
+
+// harness is a fixture with everything a dispatcher runs on: an embedded
+// NATS with its own stream, Redis under a key prefix of its own, and the
+// WhatsApp simulator (in process, over loopback HTTP) serving the
+// fixture's account.
+type harness struct {
+	*fixture
+	nats    *bustest.Server
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	busCfg  bus.Config
+	sim     *whatsappsim.Sim
+	client  *whatsapp.Client
+	limiter *ratelimit.Limiter
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	ns := bustest.NewServer(t)
+	h := newHarnessOn(t, ns.URL())
+	h.nats = ns
+	return h
+}
+
+// newHarnessOn is a harness on the NATS server at url, with a stream and
+// subject prefix of its own that are deleted when the test ends.
+func newHarnessOn(t *testing.T, url string) *harness {
+	t.Helper()
+	h := &harness{fixture: newFixture(t)}
+	h.busCfg = bustest.Config(url)
+	nc, err := bus.Connect(h.busCfg, t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	h.nc = nc
+	if h.js, err = bus.JetStream(nc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.EnsureStream(h.ctx, h.js, h.busCfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.js.DeleteStream(context.Background(), h.busCfg.Stream) })
+
+	h.sim, err = whatsappsim.New(whatsappsim.Config{Throughput: 100_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h.sim)
+	t.Cleanup(func() {
+		srv.Close()
+		_ = h.sim.Close()
+	})
+	h.serve(h.acct.PhoneNumberID)
+	h.client, err = whatsapp.NewClient(whatsapp.Config{BaseURL: srv.URL, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.client.Close)
+
+	rcfg := ratelimittest.Config(t)
+	rdb := ratelimit.NewRedisClient(rcfg)
+	t.Cleanup(func() { _ = rdb.Close() })
+	h.limiter, err = ratelimit.New(rdb, rcfg, zap.NewNop(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.limiter.Close)
+	return h
+}
+
+// serve makes the simulator accept sends of an account.
+func (h *harness) serve(phoneNumberID string) {
+	h.t.Helper()
+	if err := h.sim.SetAccount(whatsappsim.Account{PhoneNumberID: phoneNumberID, Token: testToken, ThroughputPerSecond: 100_000}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// dispatcher is a running Dispatcher; stop shuts it down gracefully.
+type runningDispatcher struct {
+	*Dispatcher
+	stop func()
+}
+
+func (h *harness) start(lane Lane, cfg Config) *runningDispatcher {
+	h.t.Helper()
+	d, err := New(lane, cfg, Deps{
+		Pool: h.pool, JS: h.js, Bus: h.busCfg, Catalog: h.cat, Sender: h.client, Throttle: h.limiter,
+		Clock: h.clock.Now, Log: zaptest.NewLogger(h.t, zaptest.Level(zap.WarnLevel)), Registry: prometheus.NewRegistry(),
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				h.t.Errorf("dispatcher: %v", err)
+			}
+		})
+	}
+	h.t.Cleanup(stop)
+	return &runningDispatcher{Dispatcher: d, stop: stop}
+}
+
+// sentCount is how many sends this dispatcher recorded.
+func (d *runningDispatcher) sentCount() float64 {
+	return testutil.ToFloat64(d.m.messages.WithLabelValues(string(d.lane), string(kindSent)))
+}
+
+// publish puts a batch on the stream as the gateway does, with the batch id
+// as Nats-Msg-Id unless msgID says otherwise (a redelivery the stream's
+// de-duplication would not catch).
+func (h *harness) publish(b proto.Message, msgID string) {
+	h.t.Helper()
+	var subject, id string
+	switch b := b.(type) {
+	case *sendsv1.CampaignBatch:
+		subject, id = h.busCfg.CampaignSubject(b.GetCompanyId()), b.GetBatchId()
+	case *sendsv1.AutomationBatch:
+		subject, id = h.busCfg.AutomationSubject(b.GetCompanyId()), b.GetBatchId()
+	}
+	if msgID != "" {
+		id = msgID
+	}
+	data, err := proto.Marshal(b)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if _, err := h.js.Publish(h.ctx, subject, data, jetstream.WithMsgID(id)); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// sends is how many accepted sends the simulator received for a number.
+func (h *harness) sends(phone string) int64 { return h.sim.SendCount(phone) }
+
+// waitBatch waits until a batch reaches status.
+func (h *harness) waitBatch(id string, status BatchState, within time.Duration) Batch {
+	h.t.Helper()
+	var b Batch
+	eventually(h.t, within, "batch "+id+" "+string(status), func() bool {
+		var err error
+		b, err = BatchStatus(h.ctx, h.pool, h.company.ID, id)
+		if errors.Is(err, ErrNotFound) {
+			return false
+		}
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		return b.Status == status
+	})
+	return b
+}
+
+// received returns what the simulator received for a number, oldest first.
+func (h *harness) received(phone string) []whatsappsim.Received {
+	return h.sim.Messages(whatsappsim.Filter{To: strings.TrimPrefix(phone, "+"), Limit: 100})
+}

@@ -1,0 +1,70 @@
+package delivery
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are a dispatcher's Prometheus metrics; every series carries its lane.
+type Metrics struct {
+	batches       *prometheus.CounterVec
+	messages      *prometheus.CounterVec
+	sendSeconds   *prometheus.HistogramVec
+	claimSize     *prometheus.HistogramVec
+	flushSeconds  *prometheus.HistogramVec
+	flushFailures *prometheus.CounterVec
+	leaseReclaims *prometheus.CounterVec
+	backlog       *prometheus.GaugeVec
+	inFlight      *prometheus.GaugeVec
+}
+
+// NewMetrics registers the dispatcher metrics on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		batches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "parley_delivery_batches_total",
+			Help: "Batches taken from the stream, by result: expanded, redelivered (already expanded), failed (could not be expanded), rejected (undecodable), retried (transient error).",
+		}, []string{"lane", "result"}),
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "parley_delivery_messages_total",
+			Help: "Message outcomes: sent, retry, failed, skipped_opt_out, deferred, released.",
+		}, []string{"lane", "outcome"}),
+		sendSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "parley_delivery_send_seconds",
+			Help:    "Latency of one provider call.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"lane"}),
+		claimSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "parley_delivery_claim_size",
+			Help:    "Messages taken by one claim.",
+			Buckets: []float64{0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000},
+		}, []string{"lane"}),
+		flushSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "parley_delivery_record_flush_seconds",
+			Help:    "Latency of one recorder flush (outcomes, early statuses and batch completion in one transaction).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"lane"}),
+		flushFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "parley_delivery_record_flush_failures_total",
+			Help: "Recorder flushes that failed and were retried (outcomes are kept until one succeeds).",
+		}, []string{"lane"}),
+		leaseReclaims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "parley_delivery_lease_reclaims_total",
+			Help: "Claims older than the lease returned to the queue (their dispatcher died or stalled).",
+		}, []string{"lane"}),
+		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "parley_delivery_backlog_messages",
+			Help: "Messages of the lane not yet sent: queued, scheduled or deferred (due or not).",
+		}, []string{"lane"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "parley_delivery_in_flight_messages",
+			Help: "Messages claimed by this process and not yet recorded.",
+		}, []string{"lane"}),
+	}
+	for _, c := range []prometheus.Collector{m.batches, m.messages, m.sendSeconds, m.claimSize, m.flushSeconds,
+		m.flushFailures, m.leaseReclaims, m.backlog, m.inFlight} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}

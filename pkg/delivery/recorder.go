@@ -1,0 +1,362 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+)
+
+// outcomeKind is what became of one claim.
+type outcomeKind string
+
+const (
+	kindSent    outcomeKind = "sent"
+	kindRetry   outcomeKind = "retry"   // back to queued at notBefore, one attempt spent
+	kindFailed  outcomeKind = "failed"  // permanent error or attempts exhausted
+	kindRelease outcomeKind = "release" // never sent (shutdown): back to queued, no attempt spent
+	kindTouch   outcomeKind = ""        // no message change; only re-check the batch's status
+)
+
+// outcome is the result of one claimed message, waiting to be recorded.
+type outcome struct {
+	kind      outcomeKind
+	id        int64
+	batchID   string
+	claimedAt time.Time
+	wamid     string
+	code      int
+	title     string
+	notBefore time.Time
+	at        time.Time
+}
+
+// flushTimeout bounds one flush transaction.
+const flushTimeout = 30 * time.Second
+
+// recordSQL applies outcomes to the claims they belong to: a row whose claim
+// was taken back by the lease and claimed again (another claimed_at) is left
+// alone; a row the lease put back in queued but nobody claimed yet still
+// takes its outcome, which closes most of the duplicate window after a long
+// outage.
+const recordSQL = `
+UPDATE messages m SET
+	state = (CASE r.kind WHEN 'sent' THEN 'sent' WHEN 'failed' THEN 'failed' ELSE 'queued' END)::message_state,
+	provider_message_id = CASE r.kind WHEN 'sent' THEN r.wamid ELSE m.provider_message_id END,
+	error_code = CASE r.kind WHEN 'sent' THEN NULL WHEN 'release' THEN m.error_code ELSE r.code END,
+	error_title = CASE r.kind WHEN 'sent' THEN NULL WHEN 'release' THEN m.error_title ELSE r.title END,
+	attempts = m.attempts + CASE r.kind WHEN 'release' THEN 0 ELSE 1 END,
+	not_before = CASE WHEN r.kind IN ('retry', 'release') THEN r.not_before ELSE m.not_before END,
+	sent_at = CASE r.kind WHEN 'sent' THEN r.at ELSE m.sent_at END,
+	failed_at = CASE r.kind WHEN 'failed' THEN r.at ELSE m.failed_at END,
+	updated_at = r.at
+FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::text[], $5::int[], $6::text[], $7::timestamptz[], $8::timestamptz[])
+	AS r(id, claimed_at, kind, wamid, code, title, not_before, at)
+WHERE m.id = r.id AND m.claimed_at = r.claimed_at AND m.state IN ('sending', 'queued')
+RETURNING m.batch_id::text, r.kind, COALESCE(m.provider_message_id, '')`
+
+// completeSQL moves touched batches to completed when none of their
+// messages can still change, else to processing (a scheduled batch whose
+// first message went out). The caller holds the batches' row locks, so two
+// recorders finishing one batch's last messages cannot both miss it.
+const completeSQL = `
+UPDATE batches b SET
+	status = (CASE WHEN x.open THEN 'processing' ELSE 'completed' END)::batch_status,
+	completed_at = CASE WHEN x.open THEN NULL ELSE $2::timestamptz END
+FROM (SELECT id, EXISTS (SELECT 1 FROM messages m WHERE m.batch_id = bb.id
+		AND m.state IN ('queued', 'scheduled', 'deferred', 'sending')) AS open
+	FROM batches bb WHERE bb.id = ANY($1::uuid[])) x
+WHERE b.id = x.id AND b.status IN ('scheduled', 'processing')`
+
+// completeBatches locks the batches (in id order, so that concurrent
+// recorders never deadlock) and updates their status.
+func completeBatches(ctx context.Context, tx pgx.Tx, batches []string, now time.Time) error {
+	if len(batches) == 0 {
+		return nil
+	}
+	sort.Strings(batches)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM batches WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`, batches); err != nil {
+		return fmt.Errorf("lock batches: %w", err)
+	}
+	if _, err := tx.Exec(ctx, completeSQL, batches, now); err != nil {
+		return fmt.Errorf("complete batches: %w", err)
+	}
+	return nil
+}
+
+// recorder writes outcomes in batches: every FlushInterval or FlushSize
+// outcomes, one transaction records them, applies the status callbacks
+// that arrived before their wamids, and completes finished batches. A
+// failed flush is retried, with everything that arrived meanwhile, until
+// it succeeds: outcomes are never dropped while the process lives.
+//
+// Several flushers share the queue (Config.Recorders), so that recording is
+// not one PostgreSQL backend's work at a time: each outcome is taken by one
+// of them, and their transactions overlap except for the short batch-row
+// locks at the end.
+type recorder struct {
+	lane     Lane
+	pool     *pgxpool.Pool
+	now      Clock
+	log      *zap.Logger
+	m        *Metrics
+	interval time.Duration
+	size     int
+	// giveUp bounds the retries once the recorder is closed.
+	giveUp time.Duration
+
+	flushers int
+	in       chan outcome
+	done     chan struct{}
+}
+
+func newRecorder(lane Lane, pool *pgxpool.Pool, now Clock, log *zap.Logger, m *Metrics, cfg Config) *recorder {
+	return &recorder{
+		lane: lane, pool: pool, now: now, log: log, m: m,
+		interval: cfg.FlushInterval, size: cfg.FlushSize, giveUp: cfg.ShutdownTimeout,
+		flushers: max(cfg.Recorders, 1),
+		in:       make(chan outcome, cfg.Workers),
+		done:     make(chan struct{}),
+	}
+}
+
+// add queues an outcome; it blocks while the recorder is FlushSize behind,
+// which holds back new claims.
+func (r *recorder) add(o outcome) { r.in <- o }
+
+// close flushes what is queued and stops; call it once no add can happen.
+func (r *recorder) close() {
+	close(r.in)
+	<-r.done
+}
+
+// run starts the flushers and returns; done closes when all have stopped.
+func (r *recorder) run() {
+	var wg sync.WaitGroup
+	for range r.flushers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.flusher()
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(r.done)
+	}()
+}
+
+func (r *recorder) flusher() {
+	var buf []outcome
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	armed := false
+	// Since Go 1.23 Reset discards a pending fire, so no draining is needed.
+	arm := func(d time.Duration) {
+		timer.Reset(d)
+		armed = true
+	}
+	failures := 0
+	closed := false
+	var deadline time.Time
+	flush := func() {
+		if len(buf) == 0 {
+			return
+		}
+		if err := r.flush(buf); err != nil {
+			failures++
+			r.m.flushFailures.WithLabelValues(string(r.lane)).Inc()
+			if failures == 1 || failures%50 == 0 {
+				r.log.Error("record outcomes; retrying", zap.Int("outcomes", len(buf)), zap.Int("failures", failures), zap.Error(err))
+			}
+			arm(min(time.Duration(failures)*100*time.Millisecond, 2*time.Second))
+			return
+		}
+		if failures > 0 {
+			r.log.Info("recorded outcomes after failures", zap.Int("failures", failures))
+		}
+		failures = 0
+		buf = buf[:0]
+		armed = false
+	}
+	for {
+		if closed {
+			if len(buf) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				r.log.Error("recorder gave up at shutdown: these claims will be sent again after the lease",
+					zap.Int("outcomes", len(buf)))
+				return
+			}
+		}
+		in := r.in
+		if closed {
+			in = nil
+		}
+		select {
+		case o, ok := <-in:
+			if !ok {
+				closed = true
+				deadline = time.Now().Add(r.giveUp)
+				if failures == 0 {
+					flush()
+				}
+				continue
+			}
+			buf = append(buf, o)
+			if failures > 0 {
+				continue
+			}
+			if len(buf) >= r.size {
+				flush()
+			} else if !armed {
+				arm(r.interval)
+			}
+		case <-timer.C:
+			armed = false
+			flush()
+		}
+	}
+}
+
+// transient reports whether a failed flush may succeed as it is (the
+// server was unreachable, restarting, or chose this transaction as a
+// deadlock victim) rather than being refused for one row's data.
+func transient(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return true
+	}
+	switch pgErr.Code[:2] {
+	case "22", "23":
+		return false
+	}
+	return true
+}
+
+func (r *recorder) flush(buf []outcome) error {
+	start := time.Now()
+	err := r.write(buf)
+	if err != nil && !transient(err) && len(buf) > 1 {
+		// One row the database refuses must not hold back the others.
+		for i := range buf {
+			if err = r.write(buf[i : i+1]); err != nil && !transient(err) && buf[i].kind == kindSent {
+				r.log.Error("provider answered a message id that cannot be recorded; recording the send without it",
+					zap.Int64("message_id", buf[i].id), zap.Error(err))
+				o := buf[i]
+				o.wamid, o.title = "", "provider message id already recorded for another message"
+				err = r.write([]outcome{o})
+			}
+			if err != nil && transient(err) {
+				return err
+			}
+			if err != nil {
+				r.log.Error("outcome refused by the database; dropped (the lease will send it again)",
+					zap.Int64("message_id", buf[i].id), zap.Error(err))
+			}
+		}
+		err = nil
+	}
+	if err == nil {
+		r.m.flushSeconds.WithLabelValues(string(r.lane)).Observe(time.Since(start).Seconds())
+	}
+	return err
+}
+
+func (r *recorder) write(buf []outcome) error {
+	n := len(buf)
+	ids := make([]int64, 0, n)
+	claimed := make([]time.Time, 0, n)
+	kinds := make([]string, 0, n)
+	wamids := make([]*string, 0, n)
+	codes := make([]*int32, 0, n)
+	titles := make([]*string, 0, n)
+	notBefores := make([]*time.Time, 0, n)
+	ats := make([]time.Time, 0, n)
+	touched := map[string]bool{}
+	for _, o := range buf {
+		if o.kind == kindTouch {
+			touched[o.batchID] = true
+			continue
+		}
+		ids = append(ids, o.id)
+		claimed = append(claimed, o.claimedAt)
+		kinds = append(kinds, string(o.kind))
+		wamids = append(wamids, optional(o.wamid))
+		var code *int32
+		if o.code != 0 {
+			c := int32(o.code)
+			code = &c
+		}
+		codes = append(codes, code)
+		titles = append(titles, optional(o.title))
+		var nb *time.Time
+		if !o.notBefore.IsZero() {
+			t := o.notBefore
+			nb = &t
+		}
+		notBefores = append(notBefores, nb)
+		ats = append(ats, o.at)
+	}
+	counts := map[outcomeKind]int{}
+	// Bounded, so that a connection that hangs (rather than fails) is
+	// given up and the flush retried on another.
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		clear(counts)
+		var sent []string
+		if len(ids) > 0 {
+			rows, err := tx.Query(ctx, recordSQL, ids, claimed, kinds, wamids, codes, titles, notBefores, ats)
+			if err != nil {
+				return fmt.Errorf("record outcomes: %w", err)
+			}
+			for rows.Next() {
+				var batch, kind, wamid string
+				if err := rows.Scan(&batch, &kind, &wamid); err != nil {
+					rows.Close()
+					return fmt.Errorf("record outcomes: %w", err)
+				}
+				touched[batch] = true
+				counts[outcomeKind(kind)]++
+				if kind == string(kindSent) && wamid != "" {
+					sent = append(sent, wamid)
+				}
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("record outcomes: %w", err)
+			}
+		}
+		now := r.now()
+		if len(sent) > 0 {
+			early, err := takeBacklog(ctx, tx, sent)
+			if err != nil {
+				return err
+			}
+			if _, err := applyStatuses(ctx, tx, early, now, false); err != nil {
+				return err
+			}
+		}
+		batches := make([]string, 0, len(touched))
+		for b := range touched {
+			batches = append(batches, b)
+		}
+		return completeBatches(ctx, tx, batches, now)
+	})
+	if err != nil {
+		return err
+	}
+	for k, c := range counts {
+		r.m.messages.WithLabelValues(string(r.lane), string(k)).Add(float64(c))
+	}
+	return nil
+}

@@ -1,0 +1,250 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/parleyhq/parley/pkg/channel/whatsapp"
+)
+
+// statusRow is one status update as the SQL takes it; provider callbacks
+// (whatsapp.StatusUpdate) and backlogged rows both become these.
+type statusRow struct {
+	wamid  string
+	status string
+	code   int
+	title  string
+	at     time.Time
+}
+
+// rowsOf turns webhook statuses into rows; a failed one carries its first
+// error, and a status without a readable time takes the receipt time.
+func rowsOf(updates []whatsapp.StatusUpdate, now time.Time) []statusRow {
+	out := make([]statusRow, 0, len(updates))
+	for _, u := range updates {
+		r := statusRow{wamid: u.MessageID, status: string(u.Status), at: u.Timestamp}
+		if r.at.IsZero() {
+			r.at = now
+		}
+		if len(u.Errors) > 0 {
+			r.code, r.title = u.Errors[0].Code, u.Errors[0].Title
+			if r.title == "" {
+				r.title = u.Errors[0].Message
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// ApplyResult says what ApplyStatuses did.
+type ApplyResult struct {
+	// Applied is how many messages moved forward; an update that would move
+	// one backwards, or an unknown status, changes nothing.
+	Applied int
+	// Backlogged is how many updates named a wamid not recorded yet; they are applied as soon as
+	// the dispatcher records it.
+	Backlogged int
+}
+
+// applyStatusesSQL applies a set of status updates, never backwards, by the
+// Cloud API's rank (whatsapp.Status.Rank): sending 0 < sent 1 < failed 2 <
+// delivered 3 < read 4. Per wamid the highest status wins and replaces the
+// message's state only when it ranks higher: failed applies to sending and
+// sent only, and a delivered or read after failed wins (the recipient's
+// device answering is the stronger evidence; the error stays as a note).
+// With $7, updates naming a wamid no message carries yet go to
+// provider_status_backlog.
+const applyStatusesSQL = `
+WITH u AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::timestamptz[])
+		AS u(wamid, status, code, title, at)
+	WHERE status IN ('sent', 'delivered', 'read', 'failed')
+), s AS (
+	SELECT wamid,
+		max(CASE status WHEN 'read' THEN 4 WHEN 'delivered' THEN 3 WHEN 'failed' THEN 2 ELSE 1 END) AS best,
+		min(at) FILTER (WHERE status = 'delivered') AS delivered_at,
+		min(at) FILTER (WHERE status = 'read') AS read_at,
+		min(at) FILTER (WHERE status = 'failed') AS failed_at,
+		(array_agg(code) FILTER (WHERE status = 'failed'))[1] AS code,
+		(array_agg(title) FILTER (WHERE status = 'failed'))[1] AS title
+	FROM u GROUP BY wamid
+), upd AS (
+	UPDATE messages m SET
+		state = (CASE s.best WHEN 4 THEN 'read' WHEN 3 THEN 'delivered' ELSE 'failed' END)::message_state,
+		delivered_at = CASE WHEN s.best >= 3 THEN COALESCE(m.delivered_at, s.delivered_at, s.read_at) ELSE m.delivered_at END,
+		read_at = CASE WHEN s.best = 4 THEN s.read_at ELSE m.read_at END,
+		failed_at = CASE WHEN s.best = 2 THEN s.failed_at ELSE m.failed_at END,
+		error_code = CASE WHEN s.best = 2 THEN s.code ELSE m.error_code END,
+		error_title = CASE WHEN s.best = 2 THEN s.title ELSE m.error_title END,
+		updated_at = $6
+	FROM s
+	WHERE m.provider_message_id = s.wamid AND s.best > 1
+	  AND (CASE m.state WHEN 'sending' THEN 0 WHEN 'sent' THEN 1 WHEN 'failed' THEN 2 WHEN 'delivered' THEN 3
+	       WHEN 'read' THEN 4 ELSE 99 END) < s.best
+	RETURNING m.id
+), back AS (
+	INSERT INTO provider_status_backlog (provider_message_id, status, error_code, error_title, occurred_at, received_at)
+	SELECT u.wamid, u.status, u.code, u.title, u.at, $6 FROM u
+	WHERE $7 AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.provider_message_id = u.wamid)
+	RETURNING id
+)
+SELECT (SELECT count(*) FROM upd), (SELECT count(*) FROM back)`
+
+func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, backlog bool) (ApplyResult, error) {
+	var res ApplyResult
+	if len(rows) == 0 {
+		return res, nil
+	}
+	n := len(rows)
+	wamids, statuses, titles := make([]string, n), make([]string, n), make([]string, n)
+	codes, ats := make([]*int32, n), make([]time.Time, n)
+	for i, r := range rows {
+		wamids[i], statuses[i], titles[i], ats[i] = r.wamid, r.status, r.title, r.at
+		if r.code != 0 {
+			c := int32(r.code)
+			codes[i] = &c
+		}
+	}
+	if err := db.QueryRow(ctx, applyStatusesSQL, wamids, statuses, codes, titles, ats, now, backlog).
+		Scan(&res.Applied, &res.Backlogged); err != nil {
+		return ApplyResult{}, fmt.Errorf("apply %d statuses: %w", n, err)
+	}
+	return res, nil
+}
+
+// ApplyStatuses records the provider's status callbacks: each moves its
+// message forward (sent < failed < delivered < read; a failed records the
+// provider's code and title), never backwards, whatever the order they
+// arrive in. A callback for a wamid not recorded yet (the
+// provider can call back before the dispatcher commits its send) is kept in
+// provider_status_backlog and applied when the dispatcher records the wamid.
+// now is the receipt time.
+func ApplyStatuses(ctx context.Context, db DB, updates []whatsapp.StatusUpdate, now time.Time) (ApplyResult, error) {
+	return applyStatuses(ctx, db, rowsOf(updates, now), now, true)
+}
+
+// takeBacklog removes and returns the backlogged statuses of wamids that
+// are now recorded (all of them, or only those in wamids when it is not nil).
+func takeBacklog(ctx context.Context, db DB, wamids []string) ([]statusRow, error) {
+	var rows pgx.Rows
+	var err error
+	if wamids == nil {
+		rows, err = db.Query(ctx, `
+			DELETE FROM provider_status_backlog p USING messages m
+			WHERE m.provider_message_id = p.provider_message_id
+			RETURNING p.provider_message_id, p.status, COALESCE(p.error_code, 0), COALESCE(p.error_title, ''), p.occurred_at`)
+	} else {
+		rows, err = db.Query(ctx, `
+			DELETE FROM provider_status_backlog WHERE provider_message_id = ANY($1::text[])
+			RETURNING provider_message_id, status, COALESCE(error_code, 0), COALESCE(error_title, ''), occurred_at`, wamids)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("take status backlog: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (statusRow, error) {
+		var u statusRow
+		err := r.Scan(&u.wamid, &u.status, &u.code, &u.title, &u.at)
+		return u, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("take status backlog: %w", err)
+	}
+	return out, nil
+}
+
+// BacklogRetention is how long a status callback naming an unknown wamid is
+// kept before the sweeper drops it.
+const BacklogRetention = 7 * 24 * time.Hour
+
+// SweepBacklog applies backlogged status callbacks whose wamid is now
+// recorded (those that raced the recorder) and drops week-old ones.
+func SweepBacklog(ctx context.Context, db interface {
+	DB
+	Begin(ctx context.Context) (pgx.Tx, error)
+}, now time.Time) (applied, dropped int, err error) {
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		ups, err := takeBacklog(ctx, tx, nil)
+		if err != nil {
+			return err
+		}
+		res, err := applyStatuses(ctx, tx, ups, now, false)
+		if err != nil {
+			return err
+		}
+		applied = res.Applied
+		tag, err := tx.Exec(ctx, `DELETE FROM provider_status_backlog WHERE received_at < $1`, now.Add(-BacklogRetention))
+		if err != nil {
+			return fmt.Errorf("drop old status backlog: %w", err)
+		}
+		dropped = int(tag.RowsAffected())
+		return nil
+	})
+	return applied, dropped, err
+}
+
+// Batch is a send batch with its messages counted by state.
+type Batch struct {
+	ID           string     `json:"batch_id"`
+	CompanyID    int64      `json:"company_id"`
+	Kind         string     `json:"kind"`
+	Source       string     `json:"source"`
+	Status       BatchState `json:"status"`
+	Error        string     `json:"error,omitempty"`
+	ContactCount int        `json:"contacts"`
+	IsForced     bool       `json:"is_forced"`
+	ScheduledAt  *time.Time `json:"scheduled_at,omitempty"`
+	AcceptedAt   time.Time  `json:"accepted_at"`
+	CompletedAt  *time.Time `json:"completed_at,omitempty"`
+	// Counts has every message state, zero included.
+	Counts map[State]int `json:"counts"`
+}
+
+// BatchStatus returns a company's batch with its messages counted by state;
+// another company's batch (or an unknown or malformed id) is ErrNotFound.
+func BatchStatus(ctx context.Context, db DB, companyID int64, batchID string) (Batch, error) {
+	if _, err := uuid.Parse(batchID); err != nil {
+		return Batch{}, fmt.Errorf("batch %q: %w", batchID, ErrNotFound)
+	}
+	var b Batch
+	var status string
+	err := db.QueryRow(ctx, `
+		SELECT id::text, company_id, kind::text, source, status::text, COALESCE(error, ''), contact_count, is_forced,
+			scheduled_at, accepted_at, completed_at
+		FROM batches WHERE id = $1::uuid AND company_id = $2`, batchID, companyID).
+		Scan(&b.ID, &b.CompanyID, &b.Kind, &b.Source, &status, &b.Error, &b.ContactCount, &b.IsForced,
+			&b.ScheduledAt, &b.AcceptedAt, &b.CompletedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Batch{}, fmt.Errorf("batch %s: %w", batchID, ErrNotFound)
+	}
+	if err != nil {
+		return Batch{}, fmt.Errorf("load batch %s: %w", batchID, err)
+	}
+	b.Status = BatchState(status)
+	b.Counts = make(map[State]int, len(States))
+	for _, s := range States {
+		b.Counts[s] = 0
+	}
+	rows, err := db.Query(ctx, `SELECT state::text, count(*) FROM messages WHERE batch_id = $1::uuid GROUP BY state`, b.ID)
+	if err != nil {
+		return Batch{}, fmt.Errorf("count messages of batch %s: %w", batchID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s string
+		var n int
+		if err := rows.Scan(&s, &n); err != nil {
+			return Batch{}, fmt.Errorf("count messages of batch %s: %w", batchID, err)
+		}
+		b.Counts[State(s)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return Batch{}, fmt.Errorf("count messages of batch %s: %w", batchID, err)
+	}
+	return b, nil
+}

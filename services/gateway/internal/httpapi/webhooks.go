@@ -1,0 +1,71 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	"go.uber.org/zap"
+
+	"github.com/parleyhq/parley/pkg/channel/whatsapp"
+)
+
+// StatusSink records the provider's status callbacks (pkg/delivery).
+type StatusSink interface {
+	ApplyStatuses(ctx context.Context, updates []whatsapp.StatusUpdate) error
+}
+
+// WebhookConfig holds the secrets of the provider's webhooks.
+type WebhookConfig struct {
+	// AppSecret signs callbacks (X-Hub-Signature-256).
+	AppSecret string
+	// VerifyToken answers the subscription handshake.
+	VerifyToken string
+}
+
+// webhookVerify answers the provider's subscription handshake:
+// GET ?hub.mode=subscribe&hub.verify_token=...&hub.challenge=... echoes the
+// challenge as text when the token matches, else 403.
+func (h *handlers) webhookVerify(c *gin.Context) {
+	challenge, ok := whatsapp.VerifySubscription(c.Request.URL.Query(), h.webhook.VerifyToken)
+	if !ok {
+		abortDetail(c, http.StatusForbidden, "Verification failed")
+		return
+	}
+	c.Writer.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	c.Writer.WriteHeader(http.StatusOK)
+	_, _ = c.Writer.WriteString(challenge)
+}
+
+// webhookStatuses receives status callbacks. A bad signature is 401; a body
+// that is not a WhatsApp webhook is acknowledged and ignored (the provider
+// would retry an error for days); a failure to record is 503 so that the
+// provider retries.
+func (h *handlers) webhookStatuses(c *gin.Context) {
+	body, ok := readBody(c, h.cfg.MaxBodyBytes)
+	if !ok {
+		return
+	}
+	if !whatsapp.VerifySignature(h.webhook.AppSecret, body, c.GetHeader(whatsapp.SignatureHeader)) {
+		abortDetail(c, http.StatusUnauthorized, "Invalid signature")
+		return
+	}
+	updates, err := whatsapp.ParseStatusWebhook(body)
+	switch {
+	case errors.Is(err, whatsapp.ErrNotWhatsAppWebhook):
+		writeJSON(c, http.StatusOK, []byte(`{"status":"ignored"}`))
+		return
+	case err != nil:
+		abortDetail(c, http.StatusBadRequest, "Malformed webhook payload")
+		return
+	}
+	if len(updates) > 0 {
+		if err := h.statuses.ApplyStatuses(c.Request.Context(), updates); err != nil {
+			h.log.Error("record status callbacks", zap.Int("statuses", len(updates)), zap.Error(err))
+			abortUnavailable(c)
+			return
+		}
+	}
+	writeJSON(c, http.StatusOK, []byte(`{"status":"ok"}`))
+}
