@@ -103,6 +103,10 @@ run-check: ## make run on private ports and servers: demo key and every /healthz
 bench-gateway: ## load test: the floor, then the gateway at 10 and 1000 contacts per request (prints req/s, contacts/s, p50, p99)
 	@cd services/gateway && go run ./cmd/gateway-bench
 
+.PHONY: bench-revoke
+bench-revoke: ## revoke-to-401: three gateways under load, keys revoked via the admin API (p50, p99, max per gateway; target < 100 ms), then with the broadcast lost (bounded by the cache TTL)
+	@cd services/gateway && go run ./cmd/gateway-bench revoke
+
 # Crash drills: the real campaign dispatcher and provider-sim with 10,000
 # messages in flight; each breaks one part and fails on any accepted contact
 # without exactly one terminal state or on sends beyond the duplicate window.

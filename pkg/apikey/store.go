@@ -257,10 +257,21 @@ func (s *Store) TouchLastUsed(ctx context.Context, used map[string]time.Time) er
 		ids = append(ids, id)
 		ats = append(ats, at)
 	}
-	_, err := s.pool.Exec(ctx, `
-		UPDATE api_keys k SET last_used_at = GREATEST(k.last_used_at, u.at)
-		FROM unnest($1::text[], $2::timestamptz[]) AS u(key_id, at)
-		WHERE k.key_id = u.key_id`, ids, ats)
+	// Several gateways flush overlapping sets of keys at once. The rows are
+	// locked in key_id order first, so that concurrent flushes queue behind
+	// each other instead of deadlocking (an UPDATE locks in whatever order
+	// its join plan visits the rows).
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `
+			SELECT 1 FROM api_keys WHERE key_id = ANY($1::text[]) ORDER BY key_id FOR NO KEY UPDATE`, ids); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `
+			UPDATE api_keys k SET last_used_at = GREATEST(k.last_used_at, u.at)
+			FROM unnest($1::text[], $2::timestamptz[]) AS u(key_id, at)
+			WHERE k.key_id = u.key_id`, ids, ats)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("touch last_used_at: %w", err)
 	}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	mathrand "math/rand/v2"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/parleyhq/parley/pkg/apikey"
 	"github.com/parleyhq/parley/pkg/store/storetest"
@@ -149,5 +152,66 @@ func TestCreateFromMaterial(t *testing.T) {
 	}
 	if len(events) != 1 || events[0].Action != "create" || events[0].KeyID != k.KeyID {
 		t.Fatalf("events = %+v, want one create of %s", events, k.KeyID)
+	}
+}
+
+// Gateways flush last_used_at for overlapping sets of keys at the same
+// time; each flush must lock the rows in one order, or PostgreSQL breaks
+// the cycle by failing one of them (make bench-revoke showed it with three
+// gateways and a thousand keys).
+func TestTouchLastUsedConcurrently(t *testing.T) {
+	ctx := context.Background()
+	_, pool := storetest.NewDatabase(t)
+	s := apikey.NewStore(pool, nil)
+	const keys, writers, rounds = 400, 4, 5
+	if _, err := pool.Exec(ctx, `INSERT INTO companies (slug, name) SELECT 'c' || i, 'c' || i FROM generate_series(1, $1) i`, keys); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	rows, err := pool.Query(ctx, `SELECT id FROM companies ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	companies, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range companies {
+		if _, k, err := s.Create(ctx, c, apikey.Actor{Label: "test"}); err != nil {
+			t.Fatal(err)
+		} else {
+			ids = append(ids, k.KeyID)
+		}
+	}
+	at := time.Now().UTC().Truncate(time.Microsecond)
+	errs := make(chan error, writers*rounds)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				used := make(map[string]time.Time, len(ids))
+				for _, id := range ids {
+					used[id] = at.Add(time.Duration(w*rounds+r) * time.Second)
+				}
+				errs <- s.TouchLastUsed(ctx, used)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent flush: %v", err)
+		}
+	}
+	var latest time.Time
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*), min(last_used_at) FROM api_keys WHERE last_used_at = (SELECT max(last_used_at) FROM api_keys)`).Scan(&n, &latest); err != nil {
+		t.Fatal(err)
+	}
+	if want := at.Add(time.Duration(writers*rounds-1) * time.Second); n != keys || !latest.Equal(want) {
+		t.Fatalf("%d keys at the latest use %s; want all %d at %s (the newest write wins)", n, latest, keys, want)
 	}
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/parleyhq/parley/pkg/envdoc"
 )
 
 // HealthcheckBinary is where the images keep the probe that compose
@@ -145,12 +147,12 @@ func (c *Compose) CheckService(name string, cfg any) []error {
 		fail("not in %s", c.Path)
 		return errs
 	}
-	vars, err := Vars(cfg)
+	vars, err := configVars(cfg)
 	if err != nil {
 		fail("%v", err)
 		return errs
 	}
-	byName := map[string]Var{}
+	byName := map[string]envdoc.Var{}
 	for _, v := range vars {
 		byName[v.Name] = v
 	}
@@ -226,7 +228,7 @@ func (c *Compose) CheckService(name string, cfg any) []error {
 		}
 	}
 
-	drain, err := drainDelay(byName, func(v Var) (string, bool) {
+	drain, err := drainDelay(byName, func(v envdoc.Var) (string, bool) {
 		if val, set := svc.Environment[v.Name]; set && val != nil {
 			return *val, true
 		}
@@ -287,7 +289,7 @@ func (c *Compose) CheckService(name string, cfg any) []error {
 }
 
 // checkHost checks where one variable's value points.
-func (c *Compose) checkHost(errs *[]error, svc types.ServiceConfig, v Var, value string, set bool) {
+func (c *Compose) checkHost(errs *[]error, svc types.ServiceConfig, v envdoc.Var, value string, set bool) {
 	fail := func(format string, a ...any) {
 		*errs = append(*errs, fmt.Errorf("compose service %q: %s", svc.Name, fmt.Sprintf(format, a...)))
 	}
@@ -320,7 +322,7 @@ func (c *Compose) checkHost(errs *[]error, svc types.ServiceConfig, v Var, value
 
 // pointsAt lists the services of the file that the variables' values
 // (or defaults) name.
-func (c *Compose) pointsAt(svc types.ServiceConfig, vars []Var) map[string]bool {
+func (c *Compose) pointsAt(svc types.ServiceConfig, vars []envdoc.Var) map[string]bool {
 	hosts := map[string]bool{}
 	add := func(value string) {
 		if h, ok := hostOf(value); ok && h != svc.Name {
@@ -350,7 +352,7 @@ func (c *Compose) pointsAt(svc types.ServiceConfig, vars []Var) map[string]bool 
 // checkWaitsForOneShots wants a service to wait for every one-shot service
 // (migrate) that prepares a server it uses: starting against a schema that
 // is not there yet fails.
-func (c *Compose) checkWaitsForOneShots(errs *[]error, svc types.ServiceConfig, vars []Var) {
+func (c *Compose) checkWaitsForOneShots(errs *[]error, svc types.ServiceConfig, vars []envdoc.Var) {
 	uses := c.pointsAt(svc, vars)
 	for _, name := range sortedKeys(c.Project.Services) {
 		if name == svc.Name || !c.OneShot(name) {

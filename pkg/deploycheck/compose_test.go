@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parleyhq/parley/pkg/envdoc"
 	"github.com/parleyhq/parley/pkg/ratelimit"
 	"github.com/parleyhq/parley/pkg/store"
 )
@@ -84,7 +85,7 @@ func TestCheckService(t *testing.T) {
 			"sets PARLEY_REDIS_ADDR, which store.Config does not read",
 			"store.Config has no PARLEY_WIDGET_ADDR",
 		}},
-		{"good", 42, []string{"configuration must be a struct, got int"}},
+		{"good", 42, []string{"int is no configuration struct"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.service, func(t *testing.T) {
@@ -116,43 +117,32 @@ func assertProblems(t *testing.T, got []error, want []string) {
 	}
 }
 
-func TestVars(t *testing.T) {
-	type inner struct {
-		Level string `env:"LEVEL,notEmpty" envDefault:"info"`
-	}
-	type cfg struct {
-		Addr   string `env:"PARLEY_X_ADDR" envDefault:":1"`
-		Secret string `env:"PARLEY_X_SECRET,required"`
-		Empty  string `env:"PARLEY_X_EMPTY" envDefault:""`
-		Log    *inner `envPrefix:"PARLEY_X_"`
-		Store  store.Config
-		hidden string `env:"PARLEY_HIDDEN"`
-		Skip   string `env:"-"`
-		Plain  int
-	}
-	_ = cfg{}.hidden
-	got, err := Vars(&cfg{})
+// The walk is envdoc's (tested there); here: the prefixes and nesting of
+// a service-shaped configuration, and the refusal of a struct that reads
+// nothing, which would make every check pass.
+func TestConfigVars(t *testing.T) {
+	got, err := configVars(&widgetConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Var{
-		{Name: "PARLEY_X_ADDR", Default: ":1", HasDefault: true, Field: "Addr"},
-		{Name: "PARLEY_X_SECRET", Required: true, Field: "Secret"},
-		{Name: "PARLEY_X_EMPTY", HasDefault: true, Field: "Empty"},
-		{Name: "PARLEY_X_LEVEL", Default: "info", HasDefault: true, Required: true, Field: "Log.Level"},
-		{Name: "PARLEY_POSTGRES_URL", Default: "postgres://postgres@127.0.0.1:5432/parley?sslmode=disable", HasDefault: true, Field: "Store.URL"},
-		{Name: "PARLEY_POSTGRES_MAX_CONNS", Default: "10", HasDefault: true, Field: "Store.MaxConns"},
+	names := map[string]envdoc.Var{}
+	for _, v := range got {
+		names[v.Name] = v
 	}
-	if len(got) != len(want) {
-		t.Fatalf("Vars = %+v, want %+v", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("Vars[%d] = %+v, want %+v", i, got[i], want[i])
+	for name, field := range map[string]string{
+		"PARLEY_WIDGET_TOKEN": "Token", "PARLEY_POSTGRES_URL": "Postgres.URL", "PARLEY_UPSTREAM_URL": "Upstream.URL",
+	} {
+		if v, ok := names[name]; !ok || v.Field != field {
+			t.Errorf("configVars lacks %s (field %s): %+v", name, field, got)
 		}
 	}
-	if _, err := Vars(struct{ A int }{}); err == nil {
-		t.Error("Vars of a struct without env tags: want an error")
+	if !names["PARLEY_WIDGET_TOKEN"].Required || names["PARLEY_WIDGET_TOKEN"].HasDefault {
+		t.Errorf("PARLEY_WIDGET_TOKEN = %+v, want required without default", names["PARLEY_WIDGET_TOKEN"])
+	}
+	for _, nothing := range []any{struct{ A int }{}, 7, nil} {
+		if _, err := configVars(nothing); err == nil {
+			t.Errorf("configVars(%#v): want an error", nothing)
+		}
 	}
 }
 

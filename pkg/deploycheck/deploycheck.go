@@ -22,76 +22,22 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"strings"
 
+	"github.com/parleyhq/parley/pkg/envdoc"
 	"github.com/parleyhq/parley/pkg/ops"
 )
 
-// Var is one environment variable that a configuration struct reads, as
-// caarlos0/env sees it.
-type Var struct {
-	Name string
-	// Default is the envDefault tag; HasDefault tells an empty default from none.
-	Default    string
-	HasDefault bool
-	// Required is set by the required or notEmpty options.
-	Required bool
-	// Field is the Go path of the field, such as Postgres.URL.
-	Field string
-}
-
-// Vars lists the environment variables that cfg (a struct or a pointer to
-// one) reads: its env tags and those of nested structs such as
-// store.Config, with envPrefix applied as caarlos0/env applies it.
-func Vars(cfg any) ([]Var, error) {
-	t := reflect.TypeOf(cfg)
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == nil || t.Kind() != reflect.Struct {
-		return nil, fmt.Errorf("configuration must be a struct, got %T", cfg)
-	}
-	var vars []Var
-	collectVars(t, "", "", &vars)
+// configVars lists the environment variables cfg reads (envdoc.Vars), and
+// fails for anything that reads none: a check against no variables would
+// pass whatever the files say.
+func configVars(cfg any) ([]envdoc.Var, error) {
+	vars := envdoc.Vars(cfg)
 	if len(vars) == 0 {
-		return nil, fmt.Errorf("%s reads no environment variable", t)
+		return nil, fmt.Errorf("%T is no configuration struct: it reads no environment variable", cfg)
 	}
 	return vars, nil
-}
-
-func collectVars(t reflect.Type, prefix, path string, vars *[]Var) {
-	for f := range t.Fields() {
-		if !f.IsExported() {
-			continue
-		}
-		field := f.Name
-		if path != "" {
-			field = path + "." + f.Name
-		}
-		tag, hasTag := f.Tag.Lookup("env")
-		name, opts, _ := strings.Cut(tag, ",")
-		ft := f.Type
-		for ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-		}
-		if (!hasTag || name == "") && ft.Kind() == reflect.Struct {
-			collectVars(ft, prefix+f.Tag.Get("envPrefix"), field, vars)
-			continue
-		}
-		if !hasTag || name == "" || name == "-" {
-			continue
-		}
-		def, hasDef := f.Tag.Lookup("envDefault")
-		v := Var{Name: prefix + name, Default: def, HasDefault: hasDef, Field: field}
-		for _, o := range strings.Split(opts, ",") {
-			if o == "required" || o == "notEmpty" {
-				v.Required = true
-			}
-		}
-		*vars = append(*vars, v)
-	}
 }
 
 // RepoRoot is the directory holding go.work, found from the working
@@ -136,7 +82,7 @@ func ListenVar(folder string) string {
 
 // listenPort is the port of the listen address a service gets with the
 // value given (or its default when set is false).
-func listenPort(v Var, value string, set bool) (string, error) {
+func listenPort(v envdoc.Var, value string, set bool) (string, error) {
 	if !set {
 		value = v.Default
 	}

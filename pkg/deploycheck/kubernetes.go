@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v4"
 
+	"github.com/parleyhq/parley/pkg/envdoc"
 	"github.com/parleyhq/parley/pkg/ops"
 )
 
@@ -281,13 +282,13 @@ func (k *Kubernetes) CheckWorkload(name string, cfg any) []error {
 		fail("%v", err)
 		return errs
 	}
-	vars, err := Vars(cfg)
+	vars, err := configVars(cfg)
 	if err != nil {
 		fail("%v", err)
 		return errs
 	}
 	cfgName := fmt.Sprintf("%T", cfg)
-	byName := map[string]Var{}
+	byName := map[string]envdoc.Var{}
 	for _, v := range vars {
 		byName[v.Name] = v
 	}
@@ -323,7 +324,7 @@ func (k *Kubernetes) CheckWorkload(name string, cfg any) []error {
 		}
 		env[e.Name] = &e.Value
 	}
-	value := func(v Var) (string, bool) {
+	value := func(v envdoc.Var) (string, bool) {
 		val, set := env[v.Name]
 		switch {
 		case !set:
@@ -410,7 +411,7 @@ func shutdownTimeout() time.Duration { return ops.NewServer("", nil).ShutdownTim
 
 // drainDelay is the PARLEY_DRAIN_DELAY a service runs with, zero when its
 // configuration has none.
-func drainDelay(byName map[string]Var, value func(Var) (string, bool)) (time.Duration, error) {
+func drainDelay(byName map[string]envdoc.Var, value func(envdoc.Var) (string, bool)) (time.Duration, error) {
 	v, ok := byName["PARLEY_DRAIN_DELAY"]
 	if !ok {
 		return 0, nil

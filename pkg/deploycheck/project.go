@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/envdoc"
 )
 
 // MissingBinaryError is a compose service or Kubernetes workload that runs a
@@ -333,8 +334,7 @@ func buildsBinary(root, folder, bin string) bool {
 
 // busStreamDefault is bus.Config's default stream name.
 func busStreamDefault() string {
-	vars, _ := Vars(bus.Config{})
-	for _, v := range vars {
+	for _, v := range envdoc.Vars(bus.Config{}) {
 		if v.Name == "PARLEY_NATS_STREAM" {
 			return v.Default
 		}

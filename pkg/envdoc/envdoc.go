@@ -10,42 +10,69 @@ import (
 	"strings"
 )
 
-// Var is one environment variable and its default ("" when it has none).
+// Var is one environment variable that a configuration struct reads, as
+// caarlos0/env sees it.
 type Var struct {
-	Name    string
-	Default string
+	Name string
+	// Default is the envDefault tag; HasDefault tells an empty default from
+	// none.
+	Default    string
+	HasDefault bool
+	// Required is set by the required or notEmpty options.
+	Required bool
+	// Field is the Go path of the field, such as Postgres.URL.
+	Field string
 }
 
 // Vars returns the variables cfg (a struct or a pointer to one) reads, in
-// field order.
+// field order: its env tags and those of nested structs such as
+// store.Config, with envPrefix applied as caarlos0/env applies it. It is
+// nil for anything but a struct.
 func Vars(cfg any) []Var {
 	t := reflect.TypeOf(cfg)
-	for t.Kind() == reflect.Pointer {
+	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil
+	}
 	var out []Var
-	walk(t, "", &out)
+	walk(t, "", "", &out)
 	return out
 }
 
-func walk(t reflect.Type, prefix string, out *[]Var) {
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
+func walk(t reflect.Type, prefix, path string, out *[]Var) {
+	for f := range t.Fields() {
 		if !f.IsExported() {
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+		field := f.Name
+		if path != "" {
+			field = path + "." + f.Name
+		}
+		tag, hasTag := f.Tag.Lookup("env")
+		name, opts, _ := strings.Cut(tag, ",")
 		ft := f.Type
 		for ft.Kind() == reflect.Pointer {
 			ft = ft.Elem()
 		}
-		if name == "" && ft.Kind() == reflect.Struct && ft.PkgPath() != "time" {
-			walk(ft, prefix+f.Tag.Get("envPrefix"), out)
+		// caarlos0/env descends into a struct field without a variable name
+		// (time.Time has no exported fields, so it adds nothing).
+		if name == "" && ft.Kind() == reflect.Struct {
+			walk(ft, prefix+f.Tag.Get("envPrefix"), field, out)
 			continue
 		}
-		if name != "" {
-			*out = append(*out, Var{Name: prefix + name, Default: f.Tag.Get("envDefault")})
+		if !hasTag || name == "" || name == "-" {
+			continue
 		}
+		def, hasDef := f.Tag.Lookup("envDefault")
+		v := Var{Name: prefix + name, Default: def, HasDefault: hasDef, Field: field}
+		for _, o := range strings.Split(opts, ",") {
+			if o == "required" || o == "notEmpty" {
+				v.Required = true
+			}
+		}
+		*out = append(*out, v)
 	}
 }
 

@@ -10,32 +10,51 @@ type inner struct {
 	URL string `env:"PARLEY_X_URL" envDefault:"nats://127.0.0.1:4222"`
 }
 
+type logConfig struct {
+	Level string `env:"LEVEL,notEmpty" envDefault:"info"`
+}
+
 type config struct {
 	Addr    string        `env:"PARLEY_X_ADDR" envDefault:":8080"`
 	Timeout time.Duration `env:"PARLEY_X_TIMEOUT" envDefault:"50ms"`
 	Secret  string        `env:"PARLEY_X_SECRET,required"`
+	Empty   string        `env:"PARLEY_X_EMPTY" envDefault:""`
 	Inner   inner
-	Ptr     *inner `envPrefix:"P_"`
-	skipped string //nolint:unused // unexported fields are not read
+	Ptr     *inner     `envPrefix:"P_"`
+	Log     *logConfig `envPrefix:"PARLEY_X_"`
+	Since   time.Time
+	skipped string `env:"PARLEY_HIDDEN"` // unexported fields are not read
+	Skip    string `env:"-"`
 	Plain   int
 }
 
 func TestVars(t *testing.T) {
+	_ = config{}.skipped
 	got := Vars(&config{})
 	want := []Var{
-		{"PARLEY_X_ADDR", ":8080"},
-		{"PARLEY_X_TIMEOUT", "50ms"},
-		{"PARLEY_X_SECRET", ""},
-		{"PARLEY_X_URL", "nats://127.0.0.1:4222"},
-		{"P_PARLEY_X_URL", "nats://127.0.0.1:4222"},
+		{Name: "PARLEY_X_ADDR", Default: ":8080", HasDefault: true, Field: "Addr"},
+		{Name: "PARLEY_X_TIMEOUT", Default: "50ms", HasDefault: true, Field: "Timeout"},
+		{Name: "PARLEY_X_SECRET", Required: true, Field: "Secret"},
+		{Name: "PARLEY_X_EMPTY", HasDefault: true, Field: "Empty"},
+		{Name: "PARLEY_X_URL", Default: "nats://127.0.0.1:4222", HasDefault: true, Field: "Inner.URL"},
+		{Name: "P_PARLEY_X_URL", Default: "nats://127.0.0.1:4222", HasDefault: true, Field: "Ptr.URL"},
+		{Name: "PARLEY_X_LEVEL", Default: "info", HasDefault: true, Required: true, Field: "Log.Level"},
 	}
 	if !slices.Equal(got, want) {
-		t.Fatalf("Vars = %v, want %v", got, want)
+		t.Fatalf("Vars =\n%+v\nwant\n%+v", got, want)
+	}
+	if !slices.Equal(Vars(config{}), want) {
+		t.Fatal("Vars of a struct value differs from Vars of a pointer to it")
+	}
+	for _, notStruct := range []any{nil, 3, new(int), "PARLEY_X"} {
+		if got := Vars(notStruct); got != nil {
+			t.Errorf("Vars(%#v) = %v, want nil", notStruct, got)
+		}
 	}
 }
 
 func TestUndocumented(t *testing.T) {
-	vars := []Var{{"PARLEY_A", ":8080"}, {"PARLEY_B", ""}, {"PARLEY_C", "1s"}}
+	vars := []Var{{Name: "PARLEY_A", Default: ":8080"}, {Name: "PARLEY_B"}, {Name: "PARLEY_C", Default: "1s"}}
 	doc := "| Variable | Default |\n|---|---|\n| `PARLEY_A` | `:8080` | the address |\n| `PARLEY_B` | (none) | a secret |\n| `PARLEY_C` | `2s` | stale |\n"
 	got := Undocumented(doc, vars)
 	if len(got) != 1 || got[0].Name != "PARLEY_C" {

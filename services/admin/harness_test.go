@@ -41,6 +41,13 @@ func (c *testClock) Now() time.Time {
 	return c.now
 }
 
+// Set moves the clock to t.
+func (c *testClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
 func (c *testClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -81,6 +88,9 @@ type env struct {
 	CompanyID int64
 	Admin     accounts.User
 	Member    accounts.User
+	// DatabaseURL is the app's database; Bus its stream and subjects.
+	DatabaseURL string
+	Bus         bus.Config
 	// NATS is the app's own server, for outages.
 	NATS *bustest.Server
 	// Invalidations receives every invalidation broadcast on the app's bus.
@@ -124,7 +134,7 @@ func newEnv(t *testing.T, change func(*config.Config)) *env {
 	t.Cleanup(srv.Close)
 
 	e := &env{t: t, URL: srv.URL, Pool: pool, Clock: clock, Keys: apikey.NewStore(pool, clock.Now), Logs: logs,
-		Invalidations: make(chan bus.Invalidation, 64), NATS: ns}
+		Invalidations: make(chan bus.Invalidation, 64), NATS: ns, DatabaseURL: dbURL, Bus: cfg.NATS}
 
 	nc, err := nats.Connect(ns.URL())
 	if err != nil {
@@ -283,9 +293,10 @@ func newKeyOn(body string) string {
 	return m[1]
 }
 
-// keyAuthenticates is how the tests decide whether a key would be let in:
-// what the gateway does (parse, look up, compare the secret, check the
-// state at now). Once the gateway exists this becomes a request to it.
+// keyAuthenticates is how the console and API tests decide whether a key
+// would be let in: what the gateway decides from the database (parse, look
+// up, compare the secret, check the state at now), at the test clock's now.
+// The browser test asks a real gateway instead (gateway_test.go).
 func keyAuthenticates(ctx context.Context, keys *apikey.Store, full string, now time.Time) (bool, error) {
 	p, err := apikey.Parse(full)
 	if err != nil {

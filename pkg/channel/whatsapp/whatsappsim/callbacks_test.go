@@ -100,9 +100,9 @@ func TestUndeliverableGetsASignedFailedCallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ups := rcv.waitFor(t, 2)
+	rcv.waitFor(t, 2)
 	time.Sleep(100 * time.Millisecond) // nothing may follow a failed status
-	ups, _ = rcv.snapshot()
+	ups, _ := rcv.snapshot()
 	if len(ups) != 2 {
 		t.Fatalf("statuses = %+v, want exactly the two failed", ups)
 	}
@@ -189,7 +189,7 @@ func TestBatchesSeveralStatusesPerPost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ups := rcv.waitFor(t, 2*n)
+	rcv.waitFor(t, 2*n)
 	time.Sleep(100 * time.Millisecond)
 	ups, posts := rcv.snapshot()
 	if len(ups) != 2*n {

@@ -85,12 +85,6 @@ func (p *pairLimiter) allow(key string, now, interval int64) bool {
 	return true
 }
 
-func (p *pairLimiter) len() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.last)
-}
-
 func (p *pairLimiter) reset() {
 	p.mu.Lock()
 	p.last = map[string]int64{}

@@ -1,7 +1,8 @@
 // Package accounts is the company users who sign in to the admin console:
 // their roles, their passwords (argon2id, PHC strings) and sign-in itself.
-// The operator CLI creates users through CreateUser and HashPassword, so
-// both keep their signatures.
+// The console and the operator CLI (parleyctl users, seed) both go through
+// this package, so there is one set of password and address rules and one
+// argon2id parameter set.
 package accounts
 
 import (
@@ -52,7 +53,7 @@ const (
 var (
 	ErrInvalidRole  = errors.New("invalid role")
 	ErrInvalidEmail = errors.New("invalid email address")
-	ErrWeakPassword = fmt.Errorf("password must be %d to %d characters long", MinPasswordLen, MaxPasswordLen)
+	ErrWeakPassword = fmt.Errorf("the password must have at least %d characters (and at most %d bytes)", MinPasswordLen, MaxPasswordLen)
 	ErrEmailTaken   = errors.New("a user with this email address already exists")
 	ErrNoCompany    = errors.New("company not found")
 	ErrNotFound     = errors.New("user not found")
@@ -70,11 +71,30 @@ var hashParams = &argon2id.Params{Memory: 19 * 1024, Iterations: 2, Parallelism:
 // The schema's own check on users.email, applied before the database sees it.
 var emailRe = regexp.MustCompile(`^[^@\s]+@[^@\s]+$`)
 
+// CheckPasswordRules returns ErrWeakPassword for a password too short or
+// too long, so that a caller can refuse it before doing anything else.
+func CheckPasswordRules(password string) error {
+	if utf8.RuneCountInString(password) < MinPasswordLen || len(password) > MaxPasswordLen {
+		return ErrWeakPassword
+	}
+	return nil
+}
+
+// CheckEmail returns ErrInvalidEmail unless email (trimmed) is an address
+// the schema accepts.
+func CheckEmail(email string) error {
+	email = strings.TrimSpace(email)
+	if len(email) > 254 || !emailRe.MatchString(email) {
+		return ErrInvalidEmail
+	}
+	return nil
+}
+
 // HashPassword checks the password rules and returns the argon2id PHC string
 // to store in users.password_hash ($argon2id$v=19$m=19456,t=2,p=1$salt$hash).
 func HashPassword(password string) (string, error) {
-	if utf8.RuneCountInString(password) < MinPasswordLen || len(password) > MaxPasswordLen {
-		return "", ErrWeakPassword
+	if err := CheckPasswordRules(password); err != nil {
+		return "", err
 	}
 	h, err := argon2id.CreateHash(password, hashParams)
 	if err != nil {
@@ -97,13 +117,14 @@ func CheckPassword(password, hash string) (bool, error) {
 // lower-cased (the schema's unique index is on lower(email)).
 func NormalizeEmail(email string) string { return strings.ToLower(strings.TrimSpace(email)) }
 
-// User is a console user, without the password hash.
+// User is a console user, without the password hash. The JSON names are
+// the ones parleyctl prints.
 type User struct {
-	ID        int64
-	CompanyID int64
-	Email     string
-	Role      Role
-	CreatedAt time.Time
+	ID        int64     `json:"id"`
+	CompanyID int64     `json:"company_id"`
+	Email     string    `json:"email"`
+	Role      Role      `json:"role"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // IsAdmin reports whether the user may change the company's API key.
@@ -128,10 +149,10 @@ func NewStore(pool *pgxpool.Pool) *Store {
 // rules, then hashed). Errors: ErrInvalidEmail, ErrWeakPassword,
 // ErrInvalidRole, ErrNoCompany, ErrEmailTaken.
 func (s *Store) CreateUser(ctx context.Context, companyID int64, email, password string, role Role) (User, error) {
-	email = strings.TrimSpace(email)
-	if len(email) > 254 || !emailRe.MatchString(email) {
-		return User{}, ErrInvalidEmail
+	if err := CheckEmail(email); err != nil {
+		return User{}, err
 	}
+	email = strings.TrimSpace(email)
 	if role != RoleAdmin && role != RoleMember {
 		return User{}, fmt.Errorf("%w: %q", ErrInvalidRole, role)
 	}
@@ -214,6 +235,35 @@ func (s *Store) User(ctx context.Context, id int64) (User, error) {
 		return User{}, fmt.Errorf("load user %d: %w", id, err)
 	}
 	return u, nil
+}
+
+// UserByEmail returns the user with this address (compared as
+// NormalizeEmail does), or ErrNotFound.
+func (s *Store) UserByEmail(ctx context.Context, email string) (User, error) {
+	u, err := scanUser(s.pool.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE lower(email) = $1`, NormalizeEmail(email)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return User{}, ErrNotFound
+	}
+	if err != nil {
+		return User{}, fmt.Errorf("load user by email: %w", err)
+	}
+	return u, nil
+}
+
+// Users lists a company's users, oldest first; an unknown company has none.
+func (s *Store) Users(ctx context.Context, companyID int64) ([]User, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+userColumns+` FROM users WHERE company_id = $1 ORDER BY id`, companyID)
+	if err != nil {
+		return nil, fmt.Errorf("list users of company %d: %w", companyID, err)
+	}
+	us, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (User, error) { return scanUser(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list users of company %d: %w", companyID, err)
+	}
+	if us == nil {
+		us = []User{}
+	}
+	return us, nil
 }
 
 const userColumns = `id, company_id, email, role::text, created_at`

@@ -143,3 +143,62 @@ func TestCreateUserRejects(t *testing.T) {
 		})
 	}
 }
+
+func TestUsersAndUserByEmail(t *testing.T) {
+	ctx := context.Background()
+	_, pool := storetest.NewDatabase(t)
+	s := accounts.NewStore(pool)
+	acme, globex := newCompany(t, pool, "acme"), newCompany(t, pool, "globex")
+
+	if us, err := s.Users(ctx, acme); err != nil || us == nil || len(us) != 0 {
+		t.Fatalf("Users(empty company) = %#v, %v; want an empty, non-nil list", us, err)
+	}
+	admin, err := s.CreateUser(ctx, acme, "Ops@Acme.example", "a long enough password", accounts.RoleAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	member, err := s.CreateUser(ctx, acme, "dev@acme.example", "a long enough password", accounts.RoleMember)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := s.CreateUser(ctx, globex, "ops@globex.example", "a long enough password", accounts.RoleAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	us, err := s.Users(ctx, acme)
+	if err != nil || len(us) != 2 || us[0] != admin || us[1] != member {
+		t.Fatalf("Users(acme) = %+v, %v; want [%+v %+v]", us, err, admin, member)
+	}
+	if us, err := s.Users(ctx, globex); err != nil || len(us) != 1 || us[0] != other {
+		t.Fatalf("Users(globex) = %+v, %v", us, err)
+	}
+
+	got, err := s.UserByEmail(ctx, " ops@ACME.example ")
+	if err != nil || got != admin {
+		t.Fatalf("UserByEmail = %+v, %v; want %+v", got, err, admin)
+	}
+	if _, err := s.UserByEmail(ctx, "nobody@acme.example"); !errors.Is(err, accounts.ErrNotFound) {
+		t.Fatalf("UserByEmail(unknown) err = %v, want ErrNotFound", err)
+	}
+}
+
+func TestCheckRules(t *testing.T) {
+	for _, ok := range []string{"a@b", " ada@example.com "} {
+		if err := accounts.CheckEmail(ok); err != nil {
+			t.Errorf("CheckEmail(%q) = %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "ada", "a b@c", "@c", "a@", strings.Repeat("a", 250) + "@b.cd"} {
+		if err := accounts.CheckEmail(bad); !errors.Is(err, accounts.ErrInvalidEmail) {
+			t.Errorf("CheckEmail(%q) = %v, want ErrInvalidEmail", bad, err)
+		}
+	}
+	// Length counts characters: twelve two-byte runes pass.
+	if err := accounts.CheckPasswordRules(strings.Repeat("é", accounts.MinPasswordLen)); err != nil {
+		t.Errorf("12 runes: %v", err)
+	}
+	if err := accounts.CheckPasswordRules(strings.Repeat("x", accounts.MinPasswordLen-1)); !errors.Is(err, accounts.ErrWeakPassword) {
+		t.Errorf("11 characters: %v", err)
+	}
+}

@@ -11,8 +11,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/alexedwards/argon2id"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
@@ -20,6 +18,7 @@ import (
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
+	"github.com/parleyhq/parley/services/admin/internal/accounts"
 )
 
 // What seed provisions. Changing any of these makes a later seed create a
@@ -177,7 +176,10 @@ func (e *env) seed(ctx context.Context) (seedView, error) {
 	}
 	v.CompanyID, v.Company = co.ID, co
 
-	for _, u := range []struct{ email, role string }{{demoAdminEmail, "admin"}, {demoMemberEmail, "member"}} {
+	for _, u := range []struct {
+		email string
+		role  accounts.Role
+	}{{demoAdminEmail, accounts.RoleAdmin}, {demoMemberEmail, accounts.RoleMember}} {
 		su, err := e.seedUser(ctx, co, u.email, u.role)
 		if err != nil {
 			return seedView{}, err
@@ -248,18 +250,19 @@ func advisoryLock(ctx context.Context, pool *pgxpool.Pool, key int64) (func(), e
 	}, nil
 }
 
-func (e *env) seedUser(ctx context.Context, co catalog.Company, email, role string) (seedUser, error) {
+func (e *env) seedUser(ctx context.Context, co catalog.Company, email string, role accounts.Role) (seedUser, error) {
 	password, err := demoPassword(e.cfg.Token.Key, email)
 	if err != nil {
 		return seedUser{}, err
 	}
-	u, hash, err := userByEmail(ctx, e.pool, email)
-	if errors.Is(err, pgx.ErrNoRows) {
-		u, err = createUser(ctx, e.pool, co.ID, email, password, role)
+	users := accounts.NewStore(e.pool)
+	u, err := users.UserByEmail(ctx, email)
+	if errors.Is(err, accounts.ErrNotFound) {
+		u, err = users.CreateUser(ctx, co.ID, email, password, role)
 		if err != nil {
 			return seedUser{}, fmt.Errorf("seed user %s: %w", email, err)
 		}
-		return seedUser{ID: u.ID, Email: u.Email, Role: u.Role, Password: &password}, nil
+		return seedUser{ID: u.ID, Email: u.Email, Role: string(u.Role), Password: &password}, nil
 	}
 	if err != nil {
 		return seedUser{}, fmt.Errorf("seed user %s: %w", email, err)
@@ -267,16 +270,17 @@ func (e *env) seedUser(ctx context.Context, co catalog.Company, email, role stri
 	if u.CompanyID != co.ID {
 		return seedUser{}, fmt.Errorf("user %s exists in another company (%d); seed will not move it", email, u.CompanyID)
 	}
-	su := seedUser{ID: u.ID, Email: u.Email, Role: u.Role}
-	ok, err := argon2id.ComparePasswordAndHash(password, hash)
-	if err != nil {
-		return seedUser{}, fmt.Errorf("seed user %s: check password: %w", email, err)
-	}
-	if ok {
+	su := seedUser{ID: u.ID, Email: u.Email, Role: string(u.Role)}
+	// Sign-in itself tells whether the derived password still works.
+	_, err = users.Authenticate(ctx, email, password)
+	switch {
+	case err == nil:
 		su.Password = &password
-	} else {
+	case errors.Is(err, accounts.ErrInvalidCredentials):
 		note := "the password was changed after seeding; it is not shown"
 		su.PasswordNote = &note
+	default:
+		return seedUser{}, fmt.Errorf("seed user %s: check password: %w", email, err)
 	}
 	return su, nil
 }

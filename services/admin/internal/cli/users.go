@@ -6,104 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
-	"time"
-	"unicode/utf8"
 
-	"github.com/alexedwards/argon2id"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/parleyhq/parley/services/admin/internal/accounts"
 )
 
-// The users of the admin console. The console's own package owns sign-in;
-// parleyctl only creates and lists users, with the same rules.
-
-// Password length bounds (NIST SP 800-63B: length, no composition rules).
-const (
-	minPasswordLen = 12
-	maxPasswordLen = 1024
-)
-
-var emailRe = regexp.MustCompile(`^[^@\s]+@[^@\s]+$`)
-
-var (
-	errEmailTaken = errors.New("a user with this email address already exists")
-	errWeak       = fmt.Errorf("the password must have at least %d characters (and at most %d bytes)", minPasswordLen, maxPasswordLen)
-)
-
-// user is a console user, never with its password hash.
-type user struct {
-	ID        int64     `json:"id"`
-	CompanyID int64     `json:"company_id"`
-	Email     string    `json:"email"`
-	Role      string    `json:"role"`
-	CreatedAt time.Time `json:"created_at"`
-}
-
-// hashPassword returns the argon2id PHC string the schema requires
-// ($argon2id$v=19$m=...,t=...,p=...$salt$hash).
-func hashPassword(password string) (string, error) {
-	if utf8.RuneCountInString(password) < minPasswordLen || len(password) > maxPasswordLen {
-		return "", errWeak
-	}
-	h, err := argon2id.CreateHash(password, argon2id.DefaultParams)
-	if err != nil {
-		return "", fmt.Errorf("hash password: %w", err)
-	}
-	return h, nil
-}
-
-const userColumns = `id, company_id, email, role::text, created_at`
-
-func scanUser(row pgx.Row, extra ...any) (user, error) {
-	var u user
-	err := row.Scan(append([]any{&u.ID, &u.CompanyID, &u.Email, &u.Role, &u.CreatedAt}, extra...)...)
-	return u, err
-}
-
-func createUser(ctx context.Context, pool *pgxpool.Pool, companyID int64, email, password, role string) (user, error) {
-	hash, err := hashPassword(password)
-	if err != nil {
-		return user{}, err
-	}
-	u, err := scanUser(pool.QueryRow(ctx, `
-		INSERT INTO users (company_id, email, password_hash, role) VALUES ($1, $2, $3, $4)
-		RETURNING `+userColumns, companyID, email, hash, role))
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "users_email_unique" {
-		return user{}, errEmailTaken
-	}
-	if err != nil {
-		return user{}, fmt.Errorf("create user in company %d: %w", companyID, err)
-	}
-	return u, nil
-}
-
-func listUsers(ctx context.Context, pool *pgxpool.Pool, companyID int64) ([]user, error) {
-	rows, err := pool.Query(ctx, `SELECT `+userColumns+` FROM users WHERE company_id = $1 ORDER BY id`, companyID)
-	if err != nil {
-		return nil, fmt.Errorf("list users: %w", err)
-	}
-	us, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (user, error) { return scanUser(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list users: %w", err)
-	}
-	if us == nil {
-		us = []user{}
-	}
-	return us, nil
-}
-
-// userByEmail returns the user and its password hash, or pgx.ErrNoRows.
-func userByEmail(ctx context.Context, pool *pgxpool.Pool, email string) (user, string, error) {
-	var hash string
-	u, err := scanUser(pool.QueryRow(ctx, `SELECT `+userColumns+`, password_hash FROM users WHERE lower(email) = lower($1)`, email), &hash)
-	return u, hash, err
-}
+// The users of the admin console. Package accounts owns them (the rules,
+// the hashing, the queries); parleyctl creates and lists them through it.
 
 // readSecret reads one line from in. On a terminal it prompts on stderr and
 // does not echo what is typed.
@@ -141,38 +53,37 @@ func usersCreateCmd(e *env) *cobra.Command {
 	}
 	c.RunE = run(func(ctx context.Context, _ []string) error {
 		email = strings.TrimSpace(email)
-		if len(email) > 254 || !emailRe.MatchString(email) {
+		if accounts.CheckEmail(email) != nil {
 			return usagef("--email %q is not an email address", email)
 		}
-		role = strings.ToLower(strings.TrimSpace(role))
-		if role != "admin" && role != "member" {
+		r, err := accounts.ParseRole(role)
+		if err != nil {
 			return usagef("--role %q: admin or member", role)
 		}
 		if c.Flags().Changed("password") && passwordStdin {
 			return usagef("give --password or --password-stdin, not both")
 		}
 		if !c.Flags().Changed("password") {
-			var err error
 			if password, err = e.readSecret("Password for " + email + ": "); err != nil {
 				return err
 			}
 		}
-		if utf8.RuneCountInString(password) < minPasswordLen || len(password) > maxPasswordLen {
-			return usageError{errWeak}
+		if err := accounts.CheckPasswordRules(password); err != nil {
+			return usageError{err}
 		}
 		_, co, err := e.withCompany(ctx, company)
 		if err != nil {
 			return err
 		}
-		u, err := createUser(ctx, e.pool, co.ID, email, password, role)
-		if errors.Is(err, errEmailTaken) {
+		u, err := accounts.NewStore(e.pool).CreateUser(ctx, co.ID, email, password, r)
+		if errors.Is(err, accounts.ErrEmailTaken) {
 			return fmt.Errorf("user %q already exists", email)
 		}
 		if err != nil {
 			return err
 		}
 		return e.emit(u, func(w io.Writer) {
-			fields(w, "id", fmtID(u.ID), "company", co.Slug, "email", u.Email, "role", u.Role, "created", fmtTime(u.CreatedAt))
+			fields(w, "id", fmtID(u.ID), "company", co.Slug, "email", u.Email, "role", string(u.Role), "created", fmtTime(u.CreatedAt))
 		})
 	})
 	companyFlag(c, &company)
@@ -196,14 +107,14 @@ func usersListCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			us, err := listUsers(ctx, e.pool, co.ID)
+			us, err := accounts.NewStore(e.pool).Users(ctx, co.ID)
 			if err != nil {
 				return err
 			}
 			return e.emit(us, func(w io.Writer) {
 				rows := make([][]string, len(us))
 				for i, u := range us {
-					rows[i] = []string{fmtID(u.ID), u.Email, u.Role, fmtTime(u.CreatedAt)}
+					rows[i] = []string{fmtID(u.ID), u.Email, string(u.Role), fmtTime(u.CreatedAt)}
 				}
 				table(w, "no users", []string{"ID", "EMAIL", "ROLE", "CREATED"}, rows)
 			})

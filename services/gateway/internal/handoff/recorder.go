@@ -65,11 +65,15 @@ func (r *Recorder) Run(ctx context.Context) {
 	buf := make([]Accepted, 0, 512)
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
+	// Writes are not cancelled with ctx: what was accepted before shutdown
+	// is still written, within a bound.
 	flush := func(ctx context.Context) {
 		if len(buf) == 0 {
 			return
 		}
-		if err := r.write(ctx, buf); err != nil {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := r.write(wctx, buf); err != nil {
 			r.dropped.Add(float64(len(buf)))
 			r.log.Warn("record accepted batches", zap.Int("batches", len(buf)), zap.Error(err))
 		}

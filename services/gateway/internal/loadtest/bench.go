@@ -2,27 +2,20 @@ package loadtest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/parleyhq/parley/pkg/bus"
-	"github.com/parleyhq/parley/pkg/store"
+	"github.com/parleyhq/parley/pkg/serviceproc"
 )
 
 // BenchOptions are the knobs of make bench-gateway.
@@ -53,71 +46,31 @@ func envOr(k, def string) string {
 // Bench runs the floor and the gateway scenarios and writes a report to w.
 // Everything it creates (database, streams, Redis keys) is removed after.
 func Bench(ctx context.Context, o BenchOptions, w io.Writer) error {
-	tagBytes := make([]byte, 4)
-	_, _ = rand.Read(tagBytes)
-	tag := hex.EncodeToString(tagBytes)
-	pgAdmin, redisAddr, natsURL := serverURLs()
-
-	dbURL, dropDB, err := scratchDatabase(ctx, pgAdmin, "parley_bench_"+tag)
+	sc, err := newScratch(ctx, "bench", o.Companies, w)
 	if err != nil {
 		return err
 	}
-	defer dropDB()
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	fmt.Fprintf(w, "provisioning %d companies with keys and campaigns...\n", o.Companies)
-	tenants, err := Provision(ctx, pool, o.Companies, tag)
-	if err != nil {
-		return err
-	}
-	small, large := CampaignRequests(tenants, 10), CampaignRequests(tenants, 1000)
-
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
-	defer rdb.Close()
-	redisPrefix := "bench:" + tag + ":"
-	defer deleteKeys(context.WithoutCancel(ctx), rdb, redisPrefix)
-
-	nc, err := bus.Connect(bus.Config{URL: natsURL}, "gateway-bench")
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	busCfg := bus.Config{URL: natsURL, Stream: "BENCH_" + tag, Prefix: "bench" + tag, StreamReplicas: 1}
-	defer func() { _ = js.DeleteStream(context.WithoutCancel(ctx), busCfg.Stream) }()
-	if _, err := bus.EnsureStream(ctx, js, busCfg); err != nil {
+	defer sc.close()
+	small, large := CampaignRequests(sc.tenants, 10), CampaignRequests(sc.tenants, 1000)
+	busCfg := sc.bus("bench")
+	if _, err := bus.EnsureStream(ctx, sc.js, busCfg); err != nil {
 		return err
 	}
 	purge := func() error {
-		s, err := js.Stream(ctx, busCfg.Stream)
+		s, err := sc.js.Stream(ctx, busCfg.Stream)
 		if err != nil {
 			return err
 		}
 		return s.Purge(ctx)
 	}
-	env := append(os.Environ(),
-		"PARLEY_POSTGRES_URL="+dbURL,
-		"PARLEY_REDIS_ADDR="+redisAddr,
-		"PARLEY_REDIS_KEY_PREFIX="+redisPrefix,
-		"PARLEY_NATS_URL="+natsURL,
-		"PARLEY_NATS_STREAM="+busCfg.Stream,
-		"PARLEY_NATS_SUBJECT_PREFIX="+busCfg.Prefix,
-		"PARLEY_LOG_LEVEL=warn",
-		"PARLEY_GATEWAY_ACCESS_LOG=false",
-	)
+	env := append(sc.env(busCfg), "PARLEY_GATEWAY_ACCESS_LOG=false")
 
 	fmt.Fprintf(w, "load: %d connections, %s warm-up, %s measured per scenario, %d companies, %d rounds\n",
 		o.Conns, o.Warmup, o.Measure, o.Companies, o.Rounds)
 	// The floor and the gateway run side by side as separate processes; the
 	// load alternates between them round by round, so that whatever else the
 	// machine is doing weighs on both alike.
-	floorAddr, err := freeAddr()
+	floorAddr, err := serviceproc.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -125,12 +78,13 @@ func Bench(ctx context.Context, o BenchOptions, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	floor, err := startProcess(ctx, self, []string{"floor"}, append(env, "PARLEY_BENCH_FLOOR_ADDR="+floorAddr,
-		"PARLEY_BENCH_FLOOR_SUBJECT="+busCfg.CampaignSubject(0)), "http://"+floorAddr+"/healthz", http.StatusNotFound)
+	floor, err := serviceproc.Start(ctx, serviceproc.Options{Name: "floor", Bin: self, Args: []string{"floor"},
+		Env:   append(env, "PARLEY_BENCH_FLOOR_ADDR="+floorAddr, "PARLEY_BENCH_FLOOR_SUBJECT="+busCfg.CampaignSubject(0)),
+		Probe: "http://" + floorAddr + "/healthz", WantStatus: http.StatusNotFound, Output: os.Stderr})
 	if err != nil {
-		return fmt.Errorf("start floor: %w", err)
+		return err
 	}
-	defer floor.stop()
+	defer func() { _ = floor.Stop() }()
 
 	bin := o.GatewayBinary
 	if bin == "" {
@@ -140,25 +94,25 @@ func Bench(ctx context.Context, o BenchOptions, w io.Writer) error {
 		}
 		defer os.RemoveAll(dir)
 		bin = filepath.Join(dir, "gateway")
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("build gateway (run from services/gateway): %w", err)
+		// Run from services/gateway (make bench-gateway does).
+		if err := serviceproc.Build(ctx, ".", bin, os.Stderr); err != nil {
+			return err
 		}
 	}
-	gwAddr, err := freeAddr()
+	gwAddr, err := serviceproc.FreeAddr()
 	if err != nil {
 		return err
 	}
-	gw, err := startProcess(ctx, bin, nil, append(env, "PARLEY_GATEWAY_ADDR="+gwAddr), "http://"+gwAddr+"/readyz", http.StatusOK)
+	gw, err := serviceproc.Start(ctx, serviceproc.Options{Name: "gateway", Bin: bin, Env: append(env, "PARLEY_GATEWAY_ADDR="+gwAddr),
+		Probe: "http://" + gwAddr + "/readyz", Output: os.Stderr})
 	if err != nil {
-		return fmt.Errorf("start gateway: %w", err)
+		return err
 	}
-	defer gw.stop()
+	defer func() { _ = gw.Stop() }()
 
 	var ratios, floorP99, gwP99 []float64
 	for round := 1; round <= o.Rounds; round++ {
-		floorRes, err := Run(ctx, floorAddr, "/api/campaigns/send", small, o.Conns, o.Warmup, o.Measure, floor.cmd.Process.Pid)
+		floorRes, err := Run(ctx, floorAddr, "/api/campaigns/send", small, o.Conns, o.Warmup, o.Measure, floor.Pid())
 		if err != nil {
 			return fmt.Errorf("floor: %w", err)
 		}
@@ -166,7 +120,7 @@ func Bench(ctx context.Context, o BenchOptions, w io.Writer) error {
 		if err := purge(); err != nil {
 			return err
 		}
-		gwRes, err := Run(ctx, gwAddr, "/api/campaigns/send", small, o.Conns, o.Warmup, o.Measure, gw.cmd.Process.Pid)
+		gwRes, err := Run(ctx, gwAddr, "/api/campaigns/send", small, o.Conns, o.Warmup, o.Measure, gw.Pid())
 		if err != nil {
 			return fmt.Errorf("gateway 10 contacts: %w", err)
 		}
@@ -178,7 +132,7 @@ func Bench(ctx context.Context, o BenchOptions, w io.Writer) error {
 		floorP99, gwP99 = append(floorP99, ms(floorRes.P99)), append(gwP99, ms(gwRes.P99))
 		fmt.Fprintf(w, "round %d ratio gateway/floor: %.2fx req/s; p99 %.2f ms vs %.2f ms\n", round, ratios[len(ratios)-1], ms(gwRes.P99), ms(floorRes.P99))
 	}
-	gwLarge, err := Run(ctx, gwAddr, "/api/campaigns/send", large, o.Conns, o.Warmup, o.Measure, gw.cmd.Process.Pid)
+	gwLarge, err := Run(ctx, gwAddr, "/api/campaigns/send", large, o.Conns, o.Warmup, o.Measure, gw.Pid())
 	if err != nil {
 		return fmt.Errorf("gateway 1000 contacts: %w", err)
 	}
@@ -216,95 +170,4 @@ func RunFloorProcess(ctx context.Context) error {
 		return err
 	}
 	return NewFloor(rdb, js, os.Getenv("PARLEY_BENCH_FLOOR_SUBJECT")).Serve(ctx, ln)
-}
-
-type process struct{ cmd *exec.Cmd }
-
-func (p *process) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-done
-	}
-}
-
-// startProcess runs bin and waits until probe answers want.
-func startProcess(ctx context.Context, bin string, args, env []string, probe string, want int) (*process, error) {
-	cmd := exec.Command(bin, args...)
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &process{cmd: cmd}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		resp, err := http.Get(probe)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == want {
-				return p, nil
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	p.stop()
-	return nil, fmt.Errorf("%s did not answer %d at %s within 30s", bin, want, probe)
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-func scratchDatabase(ctx context.Context, adminURL, name string) (string, func(), error) {
-	admin, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		return "", nil, fmt.Errorf("connect %s: %w", adminURL, err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return "", nil, err
-	}
-	u, err := url.Parse(adminURL)
-	if err != nil {
-		return "", nil, err
-	}
-	u.Path = "/" + name
-	drop := func() {
-		c, err := pgx.Connect(context.Background(), adminURL)
-		if err != nil {
-			return
-		}
-		defer c.Close(context.Background())
-		_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	}
-	if _, err := store.Migrate(ctx, u.String()); err != nil {
-		drop()
-		return "", nil, err
-	}
-	return u.String(), drop, nil
-}
-
-func deleteKeys(ctx context.Context, rdb *redis.Client, prefix string) {
-	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	var keys []string
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-		if len(keys) == 1000 {
-			rdb.Del(ctx, keys...)
-			keys = keys[:0]
-		}
-	}
-	if len(keys) > 0 {
-		rdb.Del(ctx, keys...)
-	}
 }

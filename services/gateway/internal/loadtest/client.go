@@ -232,3 +232,82 @@ func (c *conn) do(req []byte) (int, error) {
 	}
 	return status, nil
 }
+
+// Load is the statuses of a paced run.
+type Load struct {
+	Requests int
+	Statuses map[int]int
+	Errors   int
+	Duration time.Duration
+}
+
+func (l Load) String() string {
+	return fmt.Sprintf("%d requests in %s (%.0f req/s), statuses %v, errors %d",
+		l.Requests, l.Duration.Round(time.Millisecond), float64(l.Requests)/l.Duration.Seconds(), l.Statuses, l.Errors)
+}
+
+// Pace drives POST path on addr from conns connections until ctx ends, at
+// about rate requests per second in all (each connection sends on its own
+// schedule and skips the ticks it fell behind on), cycling through reqs.
+// Unlike Run it is a background load, not a measurement of capacity.
+func Pace(ctx context.Context, addr, path string, reqs []Request, conns int, rate float64) (Load, error) {
+	interval := time.Duration(float64(conns) / rate * float64(time.Second))
+	loads := make([]Load, conns)
+	errs := make([]error, conns)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l := Load{Statuses: map[int]int{}}
+			defer func() { loads[i] = l }()
+			c, err := dial(addr)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer func() { c.close() }()
+			buf := make([]byte, 0, 4096)
+			// Stagger the connections across one interval.
+			next := start.Add(interval * time.Duration(i) / time.Duration(conns))
+			for j := i; ; j += conns {
+				if wait := time.Until(next); wait > 0 {
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(wait):
+					}
+				} else if ctx.Err() != nil {
+					return
+				}
+				if next = next.Add(interval); time.Until(next) < 0 {
+					next = time.Now()
+				}
+				buf = appendRequest(buf[:0], addr, path, reqs[j%len(reqs)])
+				status, err := c.do(buf)
+				l.Requests++
+				if err != nil {
+					l.Errors++
+					c.close()
+					if c, err = dial(addr); err != nil {
+						errs[i] = err
+						return
+					}
+					continue
+				}
+				l.Statuses[status]++
+			}
+		}()
+	}
+	wg.Wait()
+	total := Load{Statuses: map[int]int{}, Duration: time.Since(start)}
+	for _, l := range loads {
+		total.Requests += l.Requests
+		total.Errors += l.Errors
+		for s, n := range l.Statuses {
+			total.Statuses[s] += n
+		}
+	}
+	return total, errors.Join(errs...)
+}
