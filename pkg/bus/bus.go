@@ -46,6 +46,12 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// Subjects. The gateway publishes each batch on its company's subject of its
+// kind followed by the batch id (sends.campaign.<company_id>.<batch_id>), so
+// that a batch still waiting in the stream can be found by its subject
+// (GET /api/batches/{id} before a dispatcher recorded it). The stream and
+// the consumers take everything below a kind's prefix.
+
 // CampaignSubject is where a company's campaign batches go.
 func (c Config) CampaignSubject(companyID int64) string {
 	return c.Prefix + ".campaign." + strconv.FormatInt(companyID, 10)
@@ -62,15 +68,54 @@ func (c Config) BatchSubject(companyID int64) string {
 	return c.Prefix + ".batch." + strconv.FormatInt(companyID, 10)
 }
 
+// ForBatch is the subject of one batch below a company's subject.
+func ForBatch(companySubject, batchID string) string { return companySubject + "." + batchID }
+
+// PendingSubjects are the subjects a company's batch can wait on, one per
+// kind; GET /api/batches/{id} looks there before a dispatcher recorded it.
+func (c Config) PendingSubjects(companyID int64, batchID string) []string {
+	return []string{
+		ForBatch(c.CampaignSubject(companyID), batchID),
+		ForBatch(c.AutomationSubject(companyID), batchID),
+		ForBatch(c.BatchSubject(companyID), batchID),
+	}
+}
+
+// Subject is a parsed batch subject: <prefix>.<kind>.<company_id>[.<batch_id>].
+type Subject struct {
+	// Kind is campaign, automation or batch.
+	Kind      string
+	CompanyID int64
+	// BatchID is empty on a subject without one (older publishers, tools).
+	BatchID string
+}
+
+// ParseSubject reads a batch subject. The prefix is one token (Validate).
+func ParseSubject(subject string) (Subject, error) {
+	parts := strings.Split(subject, ".")
+	if len(parts) != 3 && len(parts) != 4 {
+		return Subject{}, fmt.Errorf("subject %q is not <prefix>.<kind>.<company_id>[.<batch_id>]", subject)
+	}
+	id, err := strconv.ParseInt(parts[2], 10, 64)
+	if err != nil {
+		return Subject{}, fmt.Errorf("subject %q has no company id", subject)
+	}
+	s := Subject{Kind: parts[1], CompanyID: id}
+	if len(parts) == 4 {
+		s.BatchID = parts[3]
+	}
+	return s, nil
+}
+
 // CampaignFilter matches every company's campaign batches.
-func (c Config) CampaignFilter() string { return c.Prefix + ".campaign.*" }
+func (c Config) CampaignFilter() string { return c.Prefix + ".campaign.>" }
 
 // AutomationFilter matches every company's automation batches.
-func (c Config) AutomationFilter() string { return c.Prefix + ".automation.*" }
+func (c Config) AutomationFilter() string { return c.Prefix + ".automation.>" }
 
 // BatchFilter matches every company's message batches. It needs a consumer
 // of its own: NATS 2.9 consumers take one filter subject.
-func (c Config) BatchFilter() string { return c.Prefix + ".batch.*" }
+func (c Config) BatchFilter() string { return c.Prefix + ".batch.>" }
 
 // StreamSubjects are the subjects the SENDS stream stores.
 func (c Config) StreamSubjects() []string {

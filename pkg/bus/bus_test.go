@@ -142,3 +142,25 @@ func TestStreamStoresEverySubject(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSubject(t *testing.T) {
+	cfg := bus.Config{Prefix: "sends"}
+	for subject, want := range map[string]bus.Subject{
+		"sends.batch.7":        {Kind: "batch", CompanyID: 7},
+		"sends.campaign.7.b-1": {Kind: "campaign", CompanyID: 7, BatchID: "b-1"},
+		bus.ForBatch(cfg.AutomationSubject(42), "0192"): {Kind: "automation", CompanyID: 42, BatchID: "0192"},
+	} {
+		got, err := bus.ParseSubject(subject)
+		if err != nil || got != want {
+			t.Errorf("ParseSubject(%q) = %+v, %v; want %+v", subject, got, err, want)
+		}
+	}
+	for _, bad := range []string{"x.batch", "a.b.batch.7.x", "sends.campaign.seven", "sends.campaign.7.b.c"} {
+		if _, err := bus.ParseSubject(bad); err == nil {
+			t.Errorf("ParseSubject(%q) accepted", bad)
+		}
+	}
+	if got := cfg.PendingSubjects(3, "b"); len(got) != 3 || got[0] != "sends.campaign.3.b" || got[2] != "sends.batch.3.b" {
+		t.Errorf("PendingSubjects = %v", got)
+	}
+}

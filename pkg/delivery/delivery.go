@@ -30,7 +30,7 @@
 //
 // # Batch lifecycle
 //
-//	accepted   in the stream (recorded by the gateway, or by expansion)
+//	accepted   in the stream, waiting for a dispatcher (GET finds it there)
 //	scheduled  expanded; every message waits for scheduled_at
 //	processing expanded; some message is due, in flight or waiting
 //	completed  every message is terminal

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -232,16 +230,17 @@ func (x *Dispatcher) handle(msg jetstream.Msg) {
 	var exp Expansion
 	var err error
 	var batchID string
-	company, subjErr := subjectCompany(msg.Subject())
+	subj, subjErr := bus.ParseSubject(msg.Subject())
+	company := subj.CompanyID
 	switch {
-	case x.lane == LaneCampaign && isMessageBatch(msg.Subject()):
+	case x.lane == LaneCampaign && subj.Kind == "batch":
 		var b sendsv1.MessageBatch
 		if uerr := proto.Unmarshal(msg.Data(), &b); uerr != nil {
 			err = reject("undecodable message batch: %v", uerr)
 			break
 		}
 		batchID = b.GetBatchId()
-		if subjErr == nil && company != b.GetCompanyId() {
+		if subjErr == nil && !publishedOnItsSubject(subj, b.GetCompanyId(), batchID) {
 			err = reject("batch %s of company %d published on %s", batchID, b.GetCompanyId(), msg.Subject())
 			break
 		}
@@ -253,7 +252,7 @@ func (x *Dispatcher) handle(msg jetstream.Msg) {
 			break
 		}
 		batchID = b.GetBatchId()
-		if subjErr == nil && company != b.GetCompanyId() {
+		if subjErr == nil && !publishedOnItsSubject(subj, b.GetCompanyId(), batchID) {
 			err = reject("batch %s of company %d published on %s", batchID, b.GetCompanyId(), msg.Subject())
 			break
 		}
@@ -265,7 +264,7 @@ func (x *Dispatcher) handle(msg jetstream.Msg) {
 			break
 		}
 		batchID = b.GetBatchId()
-		if subjErr == nil && company != b.GetCompanyId() {
+		if subjErr == nil && !publishedOnItsSubject(subj, b.GetCompanyId(), batchID) {
 			err = reject("batch %s of company %d published on %s", batchID, b.GetCompanyId(), msg.Subject())
 			break
 		}
@@ -304,10 +303,10 @@ func (x *Dispatcher) handle(msg jetstream.Msg) {
 	}
 }
 
-// isMessageBatch reports whether a subject is <prefix>.batch.<company_id>.
-func isMessageBatch(subject string) bool {
-	parts := strings.Split(subject, ".")
-	return len(parts) == 3 && parts[1] == "batch"
+// publishedOnItsSubject reports whether a batch came on its company's subject
+// and, when the subject names a batch, on its own.
+func publishedOnItsSubject(s bus.Subject, companyID int64, batchID string) bool {
+	return s.CompanyID == companyID && (s.BatchID == "" || s.BatchID == batchID)
 }
 
 // reject terminates a batch that can never be expanded, after keeping it
@@ -343,14 +342,4 @@ func (x *Dispatcher) keepAlive(msg jetstream.Msg) (stop func()) {
 		}
 	}()
 	return func() { close(done) }
-}
-
-// subjectCompany reads the company id from <prefix>.<lane>.<company_id>.
-func subjectCompany(subject string) (int64, error) {
-	i := strings.LastIndexByte(subject, '.')
-	id, err := strconv.ParseInt(subject[i+1:], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("subject %q has no company id", subject)
-	}
-	return id, nil
 }

@@ -110,7 +110,7 @@ func optional[T comparable](v T) *T {
 	return &v
 }
 
-// lockBatch records the batch (the gateway may have done it already) and
+// lockBatch records the batch (an earlier delivery may have done it) and
 // locks its row, so that concurrent deliveries of one batch expand it once.
 // fresh is false when it was expanded before.
 func lockBatch(ctx context.Context, tx pgx.Tx, r batchRow) (fresh bool, err error) {

@@ -3,6 +3,7 @@ package delivery
 import (
 	"encoding/json"
 	"errors"
+	"github.com/parleyhq/parley/pkg/bus"
 	"strings"
 	"testing"
 	"time"
@@ -163,14 +164,6 @@ func TestExpandMessagesScheduledForcedAndFailures(t *testing.T) {
 	}
 }
 
-func TestIsMessageBatch(t *testing.T) {
-	for subject, want := range map[string]bool{"sends.batch.7": true, "sends.campaign.7": false, "x.batch": false, "a.b.batch.7": false} {
-		if got := isMessageBatch(subject); got != want {
-			t.Errorf("isMessageBatch(%q) = %v", subject, got)
-		}
-	}
-}
-
 // TestMessageBatchIsSentByTheCampaignDispatcher: a message batch on
 // <prefix>.batch.<company> reaches the provider through the campaign
 // dispatcher's second consumer, personalised per message, under campaign
@@ -234,4 +227,26 @@ func TestMessageBatchIsSentByTheCampaignDispatcher(t *testing.T) {
 		err := h.pool.QueryRow(h.ctx, `SELECT count(*) FROM rejected_bus_messages WHERE msg_id = 'junk-batch'`).Scan(&n)
 		return err == nil && n == 1
 	})
+}
+
+func TestPublishedOnItsSubject(t *testing.T) {
+	for _, tc := range []struct {
+		subject string
+		company int64
+		batch   string
+		want    bool
+	}{
+		{"sends.campaign.7", 7, "b1", true},
+		{"sends.campaign.7.b1", 7, "b1", true},
+		{"sends.campaign.7.b2", 7, "b1", false},
+		{"sends.campaign.8.b1", 7, "b1", false},
+	} {
+		s, err := bus.ParseSubject(tc.subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := publishedOnItsSubject(s, tc.company, tc.batch); got != tc.want {
+			t.Errorf("%s, company %d, batch %s: %v", tc.subject, tc.company, tc.batch, got)
+		}
+	}
 }

@@ -107,10 +107,9 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	}); err != nil {
 		return fail(err)
 	}
-	recorder := handoff.NewRecorder(pool, 8192, probe.Registry(), log)
 	idem := idempotency.New(rdb, cfg.Redis.KeyPrefix, cfg.IdempotencyRetention, time.Minute)
 
-	records := deliveryRecords{pool: pool, now: now}
+	records := deliveryRecords{pool: pool, pending: handoff.NewPending(pub.JetStream(), cfg.NATS), now: now}
 	segs := segments.NewStore(pool, now)
 	if cfg.WebhookAppSecret == "parley-local-webhook-secret" {
 		log.Warn("PARLEY_WEBHOOK_APP_SECRET is the local development secret: set the Meta app secret in production")
@@ -130,7 +129,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	}, httpapi.Deps{
 		Auth:        authn,
 		Limiter:     limiter,
-		Sends:       sends.New(cat, segs, pub, recorder, cfg.NATS, now),
+		Sends:       sends.New(cat, segs, pub, cfg.NATS, now),
 		Idempotency: idem,
 		Batches:     records,
 		Statuses:    records,
@@ -146,19 +145,24 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	srv.DrainDelay = cfg.DrainDelay
 	return &app{
 		log: log, probe: probe, server: srv,
-		background: []func(context.Context){authn.RunTouches, recorder.Run},
+		background: []func(context.Context){authn.RunTouches},
 	}, cleanup, nil
 }
 
 // deliveryRecords is the record of batches and messages as the HTTP edge
 // reads and updates it.
 type deliveryRecords struct {
-	pool *pgxpool.Pool
-	now  func() time.Time
+	pool    *pgxpool.Pool
+	pending *handoff.Pending
+	now     func() time.Time
 }
 
-func (d deliveryRecords) BatchStatus(ctx context.Context, companyID int64, batchID string) (delivery.Batch, error) {
+func (d deliveryRecords) RecordedBatch(ctx context.Context, companyID int64, batchID string) (delivery.Batch, error) {
 	return delivery.BatchStatus(ctx, d.pool, companyID, batchID)
+}
+
+func (d deliveryRecords) PendingBatch(ctx context.Context, companyID int64, batchID string) (delivery.Batch, error) {
+	return d.pending.Batch(ctx, companyID, batchID)
 }
 
 func (d deliveryRecords) ApplyStatuses(ctx context.Context, updates []whatsapp.StatusUpdate) error {

@@ -250,21 +250,19 @@ func TestCampaignSend(t *testing.T) {
 		t.Fatalf("past schedule kept or is_forced lost: %v", &b)
 	}
 
-	// The accepted batch is recorded in the background.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		var n int
-		if err := g.pool.QueryRow(context.Background(), `SELECT count(*) FROM batches WHERE company_id = $1 AND status = 'accepted'`, co.company.ID).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d accepted batches recorded, want 2", n)
-		}
-		time.Sleep(20 * time.Millisecond)
+	// Before any dispatcher takes them, both batches are known by their id,
+	// from the stream, and only to their company.
+	first := g.do(http.MethodGet, "/api/batches/"+m["batch_id"].(string), co.key, nil)
+	second := g.do(http.MethodGet, "/api/batches/"+b.BatchId, co.key, nil)
+	if first.status != 200 || second.status != 200 {
+		t.Fatalf("GET pending batches: %d %s / %d %s", first.status, first.body, second.status, second.body)
 	}
+	f, s := first.json(t), second.json(t)
+	if f["status"] != "accepted" || f["contacts"] != float64(2) || f["scheduled_at"] != "2999-01-02T01:04:05Z" || f["is_forced"] != false ||
+		s["status"] != "accepted" || s["contacts"] != float64(1) || s["is_forced"] != true || s["kind"] != "campaign" {
+		t.Fatalf("pending batches: %s / %s", first.body, second.body)
+	}
+	wantDetail(t, g.do(http.MethodGet, "/api/batches/"+b.BatchId, g.provision("rival").key, nil), 404, "Batch not found")
 }
 
 func TestAutomationTrigger(t *testing.T) {

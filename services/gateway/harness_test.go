@@ -259,14 +259,15 @@ func (g *gw) streamCount() uint64 {
 	return info.State.Msgs
 }
 
-// lastBatch returns the raw last message on a subject.
+// lastBatch returns the raw last batch published below a company's subject
+// (each batch has a subject of its own: <company subject>.<batch id>).
 func (g *gw) lastBatch(subject string) *jetstream.RawStreamMsg {
 	g.t.Helper()
 	s, err := g.js.Stream(context.Background(), g.busCfg.Stream)
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	m, err := s.GetLastMsgForSubject(context.Background(), subject)
+	m, err := s.GetLastMsgForSubject(context.Background(), subject+".*")
 	if err != nil {
 		g.t.Fatalf("no batch on %s: %v", subject, err)
 	}

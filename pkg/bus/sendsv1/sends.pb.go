@@ -27,7 +27,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// CampaignBatch is published on sends.campaign.<company_id>.
+// CampaignBatch is published on sends.campaign.<company_id>.<batch_id>.
 type CampaignBatch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// UUIDv7, also the Nats-Msg-Id of the publish.
@@ -45,7 +45,10 @@ type CampaignBatch struct {
 	SegmentId      int64  `protobuf:"varint,8,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
 	IdempotencyKey string `protobuf:"bytes,9,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// What asked for it, for the record: "api:campaigns/send", "connector:shopify".
-	Source        string `protobuf:"bytes,10,opt,name=source,proto3" json:"source,omitempty"`
+	Source string `protobuf:"bytes,10,opt,name=source,proto3" json:"source,omitempty"`
+	// The segment's size when the send was accepted (the 202's contacts);
+	// zero for a send to phones, whose count is len(phones).
+	SegmentSize   int32 `protobuf:"varint,11,opt,name=segment_size,json=segmentSize,proto3" json:"segment_size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -150,7 +153,14 @@ func (x *CampaignBatch) GetSource() string {
 	return ""
 }
 
-// AutomationBatch is published on sends.automation.<company_id>.
+func (x *CampaignBatch) GetSegmentSize() int32 {
+	if x != nil {
+		return x.SegmentSize
+	}
+	return 0
+}
+
+// AutomationBatch is published on sends.automation.<company_id>.<batch_id>.
 type AutomationBatch struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	BatchId      string                 `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
@@ -365,7 +375,7 @@ func (x *AutomationContact) GetVariables() map[string]string {
 	return nil
 }
 
-// MessageBatch is published on sends.batch.<company_id> by POST
+// MessageBatch is published on sends.batch.<company_id>.<batch_id> by POST
 // /api/batch/send, and by a connector send whose target is a campaign. Each
 // message names its own campaign (or template and messaging account) and
 // carries its own personalisation. The campaign dispatcher sends them under
@@ -611,7 +621,7 @@ var File_parley_sends_v1_sends_proto protoreflect.FileDescriptor
 
 const file_parley_sends_v1_sends_proto_rawDesc = "" +
 	"\n" +
-	"\x1bparley/sends/v1/sends.proto\x12\x0fparley.sends.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfb\x02\n" +
+	"\x1bparley/sends/v1/sends.proto\x12\x0fparley.sends.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9e\x03\n" +
 	"\rCampaignBatch\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12\x1d\n" +
 	"\n" +
@@ -627,7 +637,8 @@ const file_parley_sends_v1_sends_proto_rawDesc = "" +
 	"segment_id\x18\b \x01(\x03R\tsegmentId\x12'\n" +
 	"\x0fidempotency_key\x18\t \x01(\tR\x0eidempotencyKey\x12\x16\n" +
 	"\x06source\x18\n" +
-	" \x01(\tR\x06source\"\x8e\x03\n" +
+	" \x01(\tR\x06source\x12!\n" +
+	"\fsegment_size\x18\v \x01(\x05R\vsegmentSize\"\x8e\x03\n" +
 	"\x0fAutomationBatch\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12\x1d\n" +
 	"\n" +

@@ -7,14 +7,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/bus/bustest"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
-	"github.com/parleyhq/parley/pkg/store/storetest"
 	"github.com/parleyhq/parley/services/gateway/internal/handoff"
 )
 
@@ -69,39 +66,4 @@ func TestPublishWaitsForTheAckAndDeduplicates(t *testing.T) {
 		t.Fatalf("publish with NATS down took %s", d)
 	}
 	srv.Start()
-}
-
-func TestRecorderWritesAcceptedBatches(t *testing.T) {
-	ctx := context.Background()
-	_, pool := storetest.NewDatabase(t)
-	var company, campaign int64
-	if err := pool.QueryRow(ctx, `INSERT INTO companies (slug, name) VALUES ('acme','Acme') RETURNING id`).Scan(&company); err != nil {
-		t.Fatal(err)
-	}
-	if err := pool.QueryRow(ctx, `
-		WITH t AS (INSERT INTO templates (company_id, name) VALUES ($1, 'hello') RETURNING id),
-		     a AS (INSERT INTO messaging_accounts (company_id, name, phone_number_id, access_token_encrypted) VALUES ($1, 'm', '1', '\x00') RETURNING id)
-		INSERT INTO campaigns (company_id, name, template_id, messaging_account_id) SELECT $1, 'c', t.id, a.id FROM t, a RETURNING id`, company).Scan(&campaign); err != nil {
-		t.Fatal(err)
-	}
-	r := handoff.NewRecorder(pool, 16, prometheus.NewRegistry(), zap.NewNop())
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { r.Run(runCtx); close(done) }()
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	sched := now.Add(time.Hour)
-	r.Record(handoff.Accepted{ID: "0192f5d0-0000-7000-8000-000000000001", CompanyID: company, Kind: "campaign", Source: "api:campaigns_send",
-		CampaignID: campaign, ContactCount: 2, ScheduledAt: &sched, IdempotencyKey: "k", AcceptedAt: now})
-	r.Record(handoff.Accepted{ID: "0192f5d0-0000-7000-8000-000000000001", CompanyID: company, Kind: "campaign", Source: "dup", AcceptedAt: now})
-	stop()
-	<-done
-	var source, status, key string
-	var count int
-	var at time.Time
-	if err := pool.QueryRow(ctx, `SELECT source, status::text, contact_count, idempotency_key, scheduled_at FROM batches`).Scan(&source, &status, &count, &key, &at); err != nil {
-		t.Fatal(err)
-	}
-	if source != "api:campaigns_send" || status != "accepted" || count != 2 || key != "k" || !at.Equal(sched) {
-		t.Fatalf("row = %s %s %d %s %s", source, status, count, key, at)
-	}
 }

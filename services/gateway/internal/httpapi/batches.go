@@ -13,9 +13,28 @@ import (
 	"github.com/parleyhq/parley/pkg/delivery"
 )
 
-// BatchReader reads a batch's status and counts (pkg/delivery).
+// BatchReader reads a batch's status and counts: RecordedBatch from
+// PostgreSQL (pkg/delivery), PendingBatch from the stream for a batch no
+// dispatcher has taken yet. Both answer delivery.ErrNotFound for a batch
+// they do not hold.
 type BatchReader interface {
-	BatchStatus(ctx context.Context, companyID int64, batchID string) (delivery.Batch, error)
+	RecordedBatch(ctx context.Context, companyID int64, batchID string) (delivery.Batch, error)
+	PendingBatch(ctx context.Context, companyID int64, batchID string) (delivery.Batch, error)
+}
+
+// findBatch looks in the record, then in the stream, then in the record
+// again: a dispatcher commits a batch's record before it acks the stream's
+// copy, so a batch accepted and moving from one to the other is always found.
+func findBatch(ctx context.Context, r BatchReader, companyID int64, id string) (delivery.Batch, error) {
+	b, err := r.RecordedBatch(ctx, companyID, id)
+	if !errors.Is(err, delivery.ErrNotFound) {
+		return b, err
+	}
+	b, err = r.PendingBatch(ctx, companyID, id)
+	if !errors.Is(err, delivery.ErrNotFound) {
+		return b, err
+	}
+	return r.RecordedBatch(ctx, companyID, id)
 }
 
 // batchStatus answers GET /api/batches/{batch_id}: the batch's lifecycle
@@ -27,7 +46,7 @@ func (h *handlers) batchStatus(c *gin.Context) {
 		abortDetail(c, http.StatusNotFound, "Batch not found")
 		return
 	}
-	b, err := h.batches.BatchStatus(c.Request.Context(), principal(c).CompanyID, id.String())
+	b, err := findBatch(c.Request.Context(), h.batches, principal(c).CompanyID, id.String())
 	switch {
 	case errors.Is(err, delivery.ErrNotFound):
 		abortDetail(c, http.StatusNotFound, "Batch not found")

@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/phone"
-	"github.com/parleyhq/parley/services/gateway/internal/handoff"
 )
 
 // BatchMessage is one validated message of a batch send. Its target is
@@ -131,18 +130,9 @@ func (s *Service) publishMessages(ctx context.Context, m Meta, msgs []*sendsv1.B
 	if scheduled != nil {
 		msg.ScheduledAt = timestamppb.New(*scheduled)
 	}
-	if err := s.publisher.Publish(ctx, s.subjects.BatchSubject(m.CompanyID), batchID, msg); err != nil {
+	if err := s.publisher.Publish(ctx, bus.ForBatch(s.subjects.BatchSubject(m.CompanyID), batchID), batchID, msg); err != nil {
 		return Accepted{BatchID: batchID}, err
 	}
-	var campaignID int64
-	if len(msgs) > 0 && msgs[0].CampaignId != 0 && strings.HasPrefix(m.Source, connectorSource) {
-		campaignID = msgs[0].CampaignId // a connector's target campaign
-	}
-	s.recorder.Record(handoff.Accepted{
-		ID: batchID, CompanyID: m.CompanyID, Kind: kind(m, "batch"), Source: m.Source, CampaignID: campaignID,
-		ContactCount: len(msgs), IsForced: forced, ScheduledAt: scheduled,
-		IdempotencyKey: m.IdempotencyKey, AcceptedAt: now,
-	})
 	return Accepted{BatchID: batchID, Contacts: len(msgs)}, nil
 }
 
@@ -151,14 +141,6 @@ const connectorSource = "connector:"
 
 // ConnectorSource is the Meta.Source of a send through the named connector.
 func ConnectorSource(name string) string { return connectorSource + name }
-
-// kind is the batch kind of what m's source asked for.
-func kind(m Meta, otherwise string) string {
-	if strings.HasPrefix(m.Source, connectorSource) {
-		return "connector"
-	}
-	return otherwise
-}
 
 // ConnectorSend is a validated connector send: the automation trigger's
 // body without automation_id.

@@ -100,27 +100,21 @@ type Publisher interface {
 	Publish(ctx context.Context, subject, batchID string, m proto.Message) error
 }
 
-// Recorder writes the accepted batch's row in the background.
-type Recorder interface {
-	Record(handoff.Accepted)
-}
-
 // Service accepts sends.
 type Service struct {
 	catalog   Catalog
 	segments  Segments
 	publisher Publisher
-	recorder  Recorder
 	subjects  bus.Config
 	now       func() time.Time
 }
 
 // New returns the use case.
-func New(c Catalog, seg Segments, p Publisher, r Recorder, subjects bus.Config, now func() time.Time) *Service {
+func New(c Catalog, seg Segments, p Publisher, subjects bus.Config, now func() time.Time) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{catalog: c, segments: seg, publisher: p, recorder: r, subjects: subjects, now: now}
+	return &Service{catalog: c, segments: seg, publisher: p, subjects: subjects, now: now}
 }
 
 // Meta is what a request carries besides its body.
@@ -204,6 +198,10 @@ func (s *Service) SendCampaign(ctx context.Context, m Meta, req CampaignSend) (A
 		}
 		count, phones = size, nil
 	}
+	segmentSize := 0
+	if segmentID != 0 {
+		segmentSize = count
+	}
 	now := s.now().UTC()
 	batchID, err := s.batchID(m)
 	if err != nil {
@@ -215,6 +213,7 @@ func (s *Service) SendCampaign(ctx context.Context, m Meta, req CampaignSend) (A
 		CampaignId:     req.CampaignID,
 		Phones:         phones,
 		SegmentId:      segmentID,
+		SegmentSize:    int32(segmentSize),
 		IsForced:       req.IsForced,
 		AcceptedAt:     timestamppb.New(now),
 		IdempotencyKey: m.IdempotencyKey,
@@ -224,14 +223,9 @@ func (s *Service) SendCampaign(ctx context.Context, m Meta, req CampaignSend) (A
 	if scheduled != nil {
 		msg.ScheduledAt = timestamppb.New(*scheduled)
 	}
-	if err := s.publisher.Publish(ctx, s.subjects.CampaignSubject(m.CompanyID), batchID, msg); err != nil {
+	if err := s.publisher.Publish(ctx, bus.ForBatch(s.subjects.CampaignSubject(m.CompanyID), batchID), batchID, msg); err != nil {
 		return Accepted{BatchID: batchID}, err
 	}
-	s.recorder.Record(handoff.Accepted{
-		ID: batchID, CompanyID: m.CompanyID, Kind: "campaign", Source: m.Source, CampaignID: req.CampaignID,
-		SegmentID: segmentID, ContactCount: count, IsForced: req.IsForced, ScheduledAt: scheduled,
-		IdempotencyKey: m.IdempotencyKey, AcceptedAt: now,
-	})
 	return Accepted{BatchID: batchID, Contacts: count}, nil
 }
 
@@ -297,19 +291,9 @@ func (s *Service) trigger(ctx context.Context, m Meta, au catalog.Automation, re
 			ImageUrl: c.ImageURL, VideoUrl: c.VideoURL, Variables: c.Variables,
 		}
 	}
-	if err := s.publisher.Publish(ctx, s.subjects.AutomationSubject(m.CompanyID), batchID, msg); err != nil {
+	if err := s.publisher.Publish(ctx, bus.ForBatch(s.subjects.AutomationSubject(m.CompanyID), batchID), batchID, msg); err != nil {
 		return Accepted{BatchID: batchID}, err
 	}
-	overrides := map[string]string{}
-	for k, v := range map[string]string{"image_url": req.ImageURL, "video_url": req.VideoURL, "url": req.URL, "url2": req.URL2} {
-		if v != "" {
-			overrides[k] = v
-		}
-	}
-	s.recorder.Record(handoff.Accepted{
-		ID: batchID, CompanyID: m.CompanyID, Kind: kind(m, "automation"), Source: m.Source, AutomationID: au.ID,
-		ContactCount: len(contacts), IsForced: true, IdempotencyKey: m.IdempotencyKey, AcceptedAt: now, Overrides: overrides,
-	})
 	return Accepted{BatchID: batchID, Contacts: len(contacts)}, nil
 }
 
