@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -59,6 +60,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 		cleanup()
 		return nil, func() {}, err
 	}
+	debug.SetGCPercent(cfg.GCPercent)
 	pool, err := store.Open(ctx, cfg.Postgres)
 	if err != nil {
 		return fail(err)

