@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/caarlos0/env/v11"
 	"go.uber.org/zap"
 
 	"github.com/parleyhq/parley/pkg/delivery/dispatchsvc"
@@ -19,11 +18,7 @@ import (
 // and stop cleanly (dispatchsvctest says what is checked).
 func TestAppDeliversAndShutsDownInOrder(t *testing.T) {
 	dispatchsvctest.DeliversAndShutsDown(t, lane, func(ctx context.Context, addr string, shared dispatchsvc.Config, log *zap.Logger) (*dispatchsvc.Service, func(), error) {
-		cfg, err := env.ParseAs[config.Config]()
-		if err != nil {
-			return nil, nil, err
-		}
-		cfg.Addr, cfg.Config = addr, shared
+		cfg := config.Config{Addr: addr, Config: shared}
 		if err := cfg.Validate(); err != nil {
 			return nil, nil, err
 		}
