@@ -125,10 +125,11 @@ var ErrNotFound = errors.New("not found")
 type Clock func() time.Time
 
 // Throttle is the account throughput limiter shared by every replica
-// (pkg/ratelimit's Limiter): Take grants up to want sends on key at
-// perSecond now, or none and when to ask again.
+// (pkg/ratelimit's Limiter): WaitEach waits for n sends on key at perSecond,
+// handing each grant to use as it comes, and when ctx ends first returns
+// how many were not granted.
 type Throttle interface {
-	Take(ctx context.Context, key string, perSecond, want int) (granted int, retryIn time.Duration)
+	WaitEach(ctx context.Context, key string, perSecond, n int, use func(granted int)) (left int, err error)
 }
 
 // DB is what the package's queries run on: a pool or a transaction.

@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -555,4 +556,36 @@ func TestGracefulStopLeavesNothingClaimed(t *testing.T) {
 	if st := h.sim.Stats(); st.Accepted != 45 || st.DuplicateRecipients != 0 {
 		t.Fatalf("provider accepted %d, %d twice", st.Accepted, st.DuplicateRecipients)
 	}
+}
+
+// TestDispatchersMakeTheirDeclaredConsumers: the consumers each lane makes
+// on the stream are exactly those Consumers declares (which deploy/k8s
+// scales on), with their filters.
+func TestDispatchersMakeTheirDeclaredConsumers(t *testing.T) {
+	h := newHarness(t)
+	if got := Consumers("sms", h.busCfg); got != nil {
+		t.Fatalf("Consumers of an unknown lane = %v", got)
+	}
+	want := map[string]string{}
+	for _, lane := range []Lane{LaneCampaign, LaneAutomation} {
+		for _, c := range Consumers(lane, h.busCfg) {
+			want[c.Name] = c.Filter
+		}
+		h.start(lane, testConfig())
+	}
+	if len(want) != 3 || want[BatchConsumerName] != h.busCfg.BatchFilter() || want[ConsumerName(LaneAutomation)] != h.busCfg.AutomationFilter() {
+		t.Fatalf("Consumers = %v", want)
+	}
+	eventually(t, 10*time.Second, "the declared consumers exist", func() bool {
+		stream, err := h.js.Stream(h.ctx, h.busCfg.Stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		infos := stream.ListConsumers(h.ctx)
+		for ci := range infos.Info() {
+			got[ci.Name] = ci.Config.FilterSubject
+		}
+		return infos.Err() == nil && maps.Equal(got, want)
+	})
 }

@@ -77,24 +77,40 @@ func New(lane Lane, cfg Config, d Deps) (*Dispatcher, error) {
 	}, nil
 }
 
-// EnsureConsumer creates or updates the lane's durable pull consumer.
-func (x *Dispatcher) EnsureConsumer(ctx context.Context) (jetstream.Consumer, error) {
-	filter := x.d.Bus.CampaignFilter()
-	if x.lane == LaneAutomation {
-		filter = x.d.Bus.AutomationFilter()
-	}
-	return x.ensureConsumer(ctx, ConsumerName(x.lane), filter)
+// Consumer is a durable consumer on the SENDS stream that a lane's
+// dispatchers take batches from.
+type Consumer struct {
+	Name string
+	// Filter is the subjects it takes.
+	Filter string
 }
 
-// consumers are the durable consumers the lane takes batches from: its
-// own, and for the campaign lane the message batches' too.
-func (x *Dispatcher) consumers(ctx context.Context) ([]jetstream.Consumer, error) {
-	c, err := x.EnsureConsumer(ctx)
-	if err != nil || x.lane != LaneCampaign {
-		return []jetstream.Consumer{c}, err
+// Consumers are the durable consumers a lane takes batches from, on the
+// stream and subjects of b: its own (ConsumerName), and for the campaign
+// lane the message batches' too (BatchConsumerName). It is nil for an
+// unknown lane. Deployments scale each dispatcher on the lag of all of them
+// (pkg/deploycheck holds deploy/k8s to this list).
+func Consumers(lane Lane, b bus.Config) []Consumer {
+	switch lane {
+	case LaneCampaign:
+		return []Consumer{{ConsumerName(lane), b.CampaignFilter()}, {BatchConsumerName, b.BatchFilter()}}
+	case LaneAutomation:
+		return []Consumer{{ConsumerName(lane), b.AutomationFilter()}}
 	}
-	b, err := x.ensureConsumer(ctx, BatchConsumerName, x.d.Bus.BatchFilter())
-	return []jetstream.Consumer{c, b}, err
+	return nil
+}
+
+// consumers creates or updates the lane's durable pull consumers.
+func (x *Dispatcher) consumers(ctx context.Context) ([]jetstream.Consumer, error) {
+	var out []jetstream.Consumer
+	for _, c := range Consumers(x.lane, x.d.Bus) {
+		con, err := x.ensureConsumer(ctx, c.Name, c.Filter)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, con)
+	}
+	return out, nil
 }
 
 func (x *Dispatcher) ensureConsumer(ctx context.Context, name, filter string) (jetstream.Consumer, error) {
@@ -153,7 +169,7 @@ func (x *Dispatcher) Run(ctx context.Context) error {
 			}
 			stopEngine()
 			<-engDone
-			return fmt.Errorf("consume %s: %w", ConsumerName(x.lane), err)
+			return fmt.Errorf("consume %s: %w", con.CachedInfo().Name, err)
 		}
 		ccs = append(ccs, cc)
 	}

@@ -447,41 +447,25 @@ func (e *engine) claim(ctx context.Context, accountID int64, n int, now time.Tim
 // lanes and every replica: the provider's limit is per phone number.
 func throttleKey(accountID int64) string { return "account:" + strconv.FormatInt(accountID, 10) }
 
-// dispatch waits for the account's throughput tokens and starts the sends.
-// On shutdown the messages not started go back to the queue untouched.
+// dispatch waits for the account's throughput tokens and starts each send
+// as its token comes. On shutdown the messages not started go back to the
+// queue untouched.
 func (e *engine) dispatch(ctx context.Context, acct catalog.MessagingAccount, msgs []claimed) {
-	key := throttleKey(acct.ID)
-	var timer *time.Timer
-	for len(msgs) > 0 {
-		granted, retryIn := e.throttle.Take(ctx, key, acct.ThroughputPerSecond, len(msgs))
+	left, _ := e.throttle.WaitEach(ctx, throttleKey(acct.ID), acct.ThroughputPerSecond, len(msgs), func(granted int) {
 		for _, m := range msgs[:granted] {
 			e.launch(acct, m)
 		}
 		msgs = msgs[granted:]
-		if len(msgs) == 0 {
-			return
-		}
-		if granted > 0 {
-			continue
-		}
-		if timer == nil {
-			timer = time.NewTimer(retryIn)
-			defer timer.Stop()
-		} else {
-			timer.Reset(retryIn)
-		}
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			at := e.now()
-			for _, m := range msgs {
-				e.rec.add(outcome{kind: kindRelease, id: m.id, batchID: m.batchID, claimedAt: m.claimedAt, notBefore: at, at: at})
-				e.m.messages.WithLabelValues(string(e.lane), "released").Inc()
-			}
-			e.release(len(msgs))
-			return
-		}
+	})
+	if left == 0 {
+		return
 	}
+	at := e.now()
+	for _, m := range msgs {
+		e.rec.add(outcome{kind: kindRelease, id: m.id, batchID: m.batchID, claimedAt: m.claimedAt, notBefore: at, at: at})
+		e.m.messages.WithLabelValues(string(e.lane), "released").Inc()
+	}
+	e.release(len(msgs))
 }
 
 func (e *engine) launch(acct catalog.MessagingAccount, m claimed) {

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
@@ -91,7 +92,7 @@ type batchRow struct {
 }
 
 // kindOf reads the batch kind from what asked for it ("connector:shopify",
-// "api:batch/send", "api:campaigns/send").
+// "api:batch_send", "api:campaigns/send").
 func kindOf(lane Lane, source string) string {
 	switch {
 	case strings.HasPrefix(source, "connector:"):
@@ -100,6 +101,30 @@ func kindOf(lane Lane, source string) string {
 		return "batch"
 	}
 	return string(lane)
+}
+
+// acceptedAt is when the gateway accepted a batch, or now for a batch that
+// does not say.
+func acceptedAt(ts *timestamppb.Timestamp, now time.Time) time.Time {
+	if ts == nil {
+		return now
+	}
+	return ts.AsTime()
+}
+
+// schedule records a batch's scheduled_at (ts, when it has one) and returns
+// the state and due time of its new messages: scheduled until then when that
+// is still ahead, else queued now.
+func (r *batchRow) schedule(ts *timestamppb.Timestamp, now time.Time) (State, time.Time) {
+	if ts == nil {
+		return StateQueued, now
+	}
+	at := ts.AsTime()
+	r.scheduledAt = &at
+	if at.After(now) {
+		return StateScheduled, at
+	}
+	return StateQueued, now
 }
 
 func optional[T comparable](v T) *T {
@@ -219,22 +244,12 @@ func (x *Expander) Campaign(ctx context.Context, b *sendsv1.CampaignBatch) (Expa
 	row := batchRow{
 		id: b.GetBatchId(), companyID: b.GetCompanyId(), kind: kindOf(LaneCampaign, source), source: source,
 		contactCount: len(phones), isForced: b.GetIsForced(), idempotencyKey: optional(b.GetIdempotencyKey()),
-		acceptedAt: now,
+		acceptedAt: acceptedAt(b.GetAcceptedAt(), now),
 	}
 	if failure == "" {
 		row.campaignID = &camp.ID
 	}
-	if b.GetAcceptedAt() != nil {
-		row.acceptedAt = b.GetAcceptedAt().AsTime()
-	}
-	state, notBefore := StateQueued, now
-	if b.GetScheduledAt() != nil {
-		at := b.GetScheduledAt().AsTime()
-		row.scheduledAt = &at
-		if at.After(now) {
-			state, notBefore = StateScheduled, at
-		}
-	}
+	state, notBefore := row.schedule(b.GetScheduledAt(), now)
 	var out Expansion
 	err = x.inTx(ctx, func(tx pgx.Tx) error {
 		segmentID := b.GetSegmentId()
@@ -394,13 +409,10 @@ func (x *Expander) Automation(ctx context.Context, b *sendsv1.AutomationBatch) (
 	row := batchRow{
 		id: b.GetBatchId(), companyID: b.GetCompanyId(), kind: kindOf(LaneAutomation, source), source: source,
 		contactCount: len(order), isForced: true, idempotencyKey: optional(b.GetIdempotencyKey()),
-		acceptedAt: now, overrides: batchOv,
+		acceptedAt: acceptedAt(b.GetAcceptedAt(), now), overrides: batchOv,
 	}
 	if failure == "" {
 		row.automationID = &au.ID
-	}
-	if b.GetAcceptedAt() != nil {
-		row.acceptedAt = b.GetAcceptedAt().AsTime()
 	}
 	var out Expansion
 	err = x.inTx(ctx, func(tx pgx.Tx) error {

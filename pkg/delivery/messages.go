@@ -147,10 +147,8 @@ func (x *Expander) Messages(ctx context.Context, b *sendsv1.MessageBatch) (Expan
 	}
 	row := batchRow{
 		id: b.GetBatchId(), companyID: b.GetCompanyId(), kind: kindOf(LaneCampaign, source), source: source,
-		contactCount: n, isForced: b.GetIsForced(), idempotencyKey: optional(b.GetIdempotencyKey()), acceptedAt: now,
-	}
-	if b.GetAcceptedAt() != nil {
-		row.acceptedAt = b.GetAcceptedAt().AsTime()
+		contactCount: n, isForced: b.GetIsForced(), idempotencyKey: optional(b.GetIdempotencyKey()),
+		acceptedAt: acceptedAt(b.GetAcceptedAt(), now),
 	}
 	// One campaign for every message (a connector's target): recorded.
 	if n > 0 && resolved[0].campaignID != 0 && resolved[0].templateID != 0 {
@@ -162,14 +160,7 @@ func (x *Expander) Messages(ctx context.Context, b *sendsv1.MessageBatch) (Expan
 			row.campaignID = &resolved[0].campaignID
 		}
 	}
-	state, notBefore := StateQueued, now
-	if b.GetScheduledAt() != nil {
-		at := b.GetScheduledAt().AsTime()
-		row.scheduledAt = &at
-		if at.After(now) {
-			state, notBefore = StateScheduled, at
-		}
-	}
+	state, notBefore := row.schedule(b.GetScheduledAt(), now)
 
 	seqs := make([]int32, n)
 	accounts, templates := make([]*int64, n), make([]*int64, n)

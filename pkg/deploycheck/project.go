@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/delivery"
 	"github.com/parleyhq/parley/pkg/envdoc"
 )
 
@@ -56,7 +57,8 @@ const (
 //     KubernetesWorkload check there are exactly those built from it;
 //   - deploy/k8s lists all its files, deploys every folder but the
 //     NotDeployed ones, and scales each dispatcher with a KEDA ScaledObject
-//     on its JetStream consumer's lag.
+//     on the lag of every JetStream consumer its lane declares
+//     (delivery.Consumers).
 func CheckProject(root string, p Project) []error {
 	var errs []error
 	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
@@ -201,9 +203,10 @@ func checkKubernetes(root string, k *Kubernetes, folders []string, tested map[st
 	return errs
 }
 
-// checkScaledObject checks that the dispatcher scales on the lag of its
-// durable consumer (named like the dispatcher) on the stream that the bus
-// configuration uses.
+// checkScaledObject checks that the dispatcher scales on the lag of every
+// durable consumer its lane takes batches from (delivery.Consumers: the
+// campaign lane has two), each with a nats-jetstream trigger on the stream
+// that the bus configuration uses, and on nothing else.
 func checkScaledObject(k *Kubernetes, name string) []error {
 	var errs []error
 	fail := func(format string, a ...any) {
@@ -211,7 +214,7 @@ func checkScaledObject(k *Kubernetes, name string) []error {
 	}
 	o, ok := k.Find("ScaledObject", name)
 	if !ok {
-		fail("missing: the dispatcher must scale on its consumer's lag")
+		fail("missing: the dispatcher must scale on its consumers' lag")
 		return errs
 	}
 	var so struct {
@@ -235,24 +238,46 @@ func checkScaledObject(k *Kubernetes, name string) []error {
 	if so.Spec.ScaleTargetRef.Name != name {
 		fail("scales %q", so.Spec.ScaleTargetRef.Name)
 	}
-	stream := streamName(k)
-	if len(so.Spec.Triggers) != 1 || so.Spec.Triggers[0].Type != "nats-jetstream" {
-		fail("want one nats-jetstream trigger")
+	lane := delivery.Lane(strings.TrimSuffix(name, "-dispatcher"))
+	var declared []string
+	for _, c := range delivery.Consumers(lane, bus.Config{}) {
+		declared = append(declared, c.Name)
+	}
+	if len(declared) == 0 {
+		fail("pkg/delivery has no lane %q, so no consumers to scale on", lane)
 		return errs
 	}
-	md := so.Spec.Triggers[0].Metadata
-	if md["stream"] != stream {
-		fail("stream %q, but the services use %q", md["stream"], stream)
+	stream := streamName(k)
+	scaled := map[string]bool{}
+	for i, tr := range so.Spec.Triggers {
+		if tr.Type != "nats-jetstream" {
+			fail("trigger %d is %q, want nats-jetstream", i+1, tr.Type)
+			continue
+		}
+		md := tr.Metadata
+		consumer := md["consumer"]
+		switch {
+		case !slices.Contains(declared, consumer):
+			fail("consumer %q is not one the dispatcher takes batches from (%s)", consumer, strings.Join(declared, ", "))
+		case scaled[consumer]:
+			fail("two triggers on consumer %q", consumer)
+		}
+		scaled[consumer] = true
+		if md["stream"] != stream {
+			fail("stream %q, but the services use %q (trigger on %s)", md["stream"], stream, consumer)
+		}
+		if _, err := strconv.Atoi(md["lagThreshold"]); err != nil {
+			fail("lagThreshold %q is not a number (trigger on %s)", md["lagThreshold"], consumer)
+		}
+		for _, key := range []string{"natsServerMonitoringEndpoint", "account"} {
+			if md[key] == "" {
+				fail("metadata.%s is empty (trigger on %s)", key, consumer)
+			}
+		}
 	}
-	if md["consumer"] != name {
-		fail("consumer %q, but the durable consumer is %q", md["consumer"], name)
-	}
-	if _, err := strconv.Atoi(md["lagThreshold"]); err != nil {
-		fail("lagThreshold %q is not a number", md["lagThreshold"])
-	}
-	for _, key := range []string{"natsServerMonitoringEndpoint", "account"} {
-		if md[key] == "" {
-			fail("metadata.%s is empty", key)
+	for _, c := range declared {
+		if !scaled[c] {
+			fail("no nats-jetstream trigger on the durable consumer %q: its backlog would not scale the dispatcher", c)
 		}
 	}
 	return errs

@@ -70,8 +70,15 @@ func TestCheckProjectFindsDrift(t *testing.T) {
 			edit(t, root, "deploy/k8s/campaign-dispatcher.yaml", "consumer: campaign-dispatcher", "consumer: campaign")
 			edit(t, root, "deploy/k8s/automation-dispatcher.yaml", "stream: SENDS", "stream: sends")
 		}, []string{
-			`ScaledObject campaign-dispatcher: consumer "campaign", but the durable consumer is "campaign-dispatcher"`,
+			`ScaledObject campaign-dispatcher: consumer "campaign" is not one the dispatcher takes batches from (campaign-dispatcher, campaign-dispatcher-batch)`,
+			`ScaledObject campaign-dispatcher: no nats-jetstream trigger on the durable consumer "campaign-dispatcher"`,
 			`ScaledObject automation-dispatcher: stream "sends", but the services use "SENDS"`,
+		}},
+		{"scaler missing the batch consumer", func(t *testing.T, root string) {
+			edit(t, root, "deploy/k8s/campaign-dispatcher.yaml", "consumer: campaign-dispatcher-batch", "consumer: campaign-dispatcher")
+		}, []string{
+			`ScaledObject campaign-dispatcher: two triggers on consumer "campaign-dispatcher"`,
+			`ScaledObject campaign-dispatcher: no nats-jetstream trigger on the durable consumer "campaign-dispatcher-batch"`,
 		}},
 	}
 	for _, tt := range tests {

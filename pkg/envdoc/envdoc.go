@@ -6,8 +6,11 @@ package envdoc
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
+	"testing"
 )
 
 // Var is one environment variable that a configuration struct reads, as
@@ -99,4 +102,26 @@ func Undocumented(doc string, vars []Var) []Var {
 		}
 	}
 	return missing
+}
+
+// CheckREADME fails t for every variable cfg reads that the document at
+// readmePath (a service test passes the repository's README.md) does not
+// document in its configuration table with the same default (Undocumented).
+// A cfg that reads no variable fails too: the check would pass whatever the
+// document says.
+func CheckREADME(t testing.TB, readmePath string, cfg any) {
+	t.Helper()
+	doc, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatalf("read the documentation: %v", err)
+		return
+	}
+	vars := Vars(cfg)
+	if len(vars) == 0 {
+		t.Fatalf("%T reads no environment variable: nothing to hold %s to", cfg, readmePath)
+		return
+	}
+	for _, v := range Undocumented(string(doc), vars) {
+		t.Errorf("%s's configuration table lacks the row %s ... (or gives another default)", filepath.Base(readmePath), Row(v))
+	}
 }

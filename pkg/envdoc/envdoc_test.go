@@ -1,7 +1,11 @@
 package envdoc
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -62,5 +66,65 @@ func TestUndocumented(t *testing.T) {
 	}
 	if got := Undocumented("| `PARLEY_AB` | `:8080` |", vars[:1]); len(got) != 1 {
 		t.Fatal("a longer name documented PARLEY_A")
+	}
+}
+
+// recorder is a testing.TB that keeps what CheckREADME reports.
+type recorder struct {
+	testing.TB
+	errors, fatals []string
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Errorf(format string, a ...any) {
+	r.errors = append(r.errors, fmt.Sprintf(format, a...))
+}
+
+func (r *recorder) Fatalf(format string, a ...any) {
+	r.fatals = append(r.fatals, fmt.Sprintf(format, a...))
+}
+
+func TestCheckREADME(t *testing.T) {
+	type cfg struct {
+		A string `env:"PARLEY_A" envDefault:":8080"`
+		B string `env:"PARLEY_B"`
+	}
+	readme := filepath.Join(t.TempDir(), "README.md")
+	write := func(doc string) {
+		if err := os.WriteFile(readme, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	write("| Variable | Default |\n|---|---|\n| `PARLEY_A` | `:8080` | the address |\n| `PARLEY_B` | (none) | a secret |\n")
+	r := &recorder{TB: t}
+	CheckREADME(r, readme, cfg{})
+	if len(r.errors)+len(r.fatals) != 0 {
+		t.Fatalf("a complete table: %v %v", r.errors, r.fatals)
+	}
+
+	write("| Variable | Default |\n|---|---|\n| `PARLEY_A` | `:9090` | the address |\n")
+	r = &recorder{TB: t}
+	CheckREADME(r, readme, cfg{})
+	want := []string{
+		"README.md's configuration table lacks the row | `PARLEY_A` | `:8080` | ... (or gives another default)",
+		"README.md's configuration table lacks the row | `PARLEY_B` | (none) | ... (or gives another default)",
+	}
+	if !slices.Equal(r.errors, want) || len(r.fatals) != 0 {
+		t.Fatalf("a stale table: errors %q, fatals %q; want %q", r.errors, r.fatals, want)
+	}
+
+	for name, call := range map[string]func(*recorder){
+		"no file":      func(r *recorder) { CheckREADME(r, filepath.Join(t.TempDir(), "nothing.md"), cfg{}) },
+		"no variables": func(r *recorder) { CheckREADME(r, readme, struct{ X int }{}) },
+	} {
+		r := &recorder{TB: t}
+		call(r)
+		if len(r.fatals) != 1 || len(r.errors) != 0 {
+			t.Errorf("%s: fatals %q, errors %q; want one fatal", name, r.fatals, r.errors)
+		} else if name == "no variables" && !strings.Contains(r.fatals[0], "reads no environment variable") {
+			t.Errorf("%s: %q", name, r.fatals[0])
+		}
 	}
 }

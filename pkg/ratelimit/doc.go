@@ -5,7 +5,8 @@
 // a Limit from its route table (PerSecond, PerMinute, Every); Limit.String is
 // the 429 text ("Rate limit exceeded: " + lim.String()) and Result.SetHeaders
 // writes Retry-After and X-RateLimit-*. Dispatchers share a messaging
-// account's throughput across replicas with Limiter.Take and Limiter.Wait.
+// account's throughput across replicas with Limiter.Take, Limiter.Wait and
+// Limiter.WaitEach (the dispatchers' engine: each grant starts its sends).
 //
 // Keys live under RedisConfig.KeyPrefix: "<prefix>rate:req:<key>" for
 // requests and "<prefix>rate:tp:<key>" for throughput. They expire on their

@@ -276,17 +276,27 @@ func (l *Limiter) Take(ctx context.Context, key string, perSecond, want int) (gr
 // Takes as the burst requires) or ctx ends, whose error it then returns.
 // Permits granted before ctx ended are spent.
 func (l *Limiter) Wait(ctx context.Context, key string, perSecond, n int) error {
+	_, err := l.WaitEach(ctx, key, perSecond, n, nil)
+	return err
+}
+
+// WaitEach is Wait that hands each grant to use (when not nil) as it comes,
+// so that the first sends start with the first permits rather than after the
+// last. When ctx ends first it returns how many of the n were not granted,
+// for the caller to give back, with ctx's error; it takes nothing once ctx
+// has ended.
+func (l *Limiter) WaitEach(ctx context.Context, key string, perSecond, n int, use func(granted int)) (left int, err error) {
 	var timer *time.Timer
 	for n > 0 {
 		if err := ctx.Err(); err != nil {
-			return err
+			return n, err
 		}
 		granted, retryIn := l.Take(ctx, key, perSecond, n)
-		n -= granted
-		if n == 0 {
-			break
-		}
 		if granted > 0 {
+			if use != nil {
+				use(granted)
+			}
+			n -= granted
 			continue
 		}
 		if timer == nil {
@@ -298,8 +308,8 @@ func (l *Limiter) Wait(ctx context.Context, key string, perSecond, n int) error 
 		select {
 		case <-timer.C:
 		case <-ctx.Done():
-			return ctx.Err()
+			return n, ctx.Err()
 		}
 	}
-	return nil
+	return 0, nil
 }

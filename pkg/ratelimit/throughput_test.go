@@ -155,6 +155,43 @@ func TestWait(t *testing.T) {
 	}
 }
 
+func TestWaitEach(t *testing.T) {
+	l, _ := newLimiter(t, ratelimittest.Config(t))
+	ctx := context.Background()
+	// 12 at 50/s with a burst of 5: the burst is handed over at once, the
+	// rest as the permits come, 12 in all.
+	var grants []int
+	left, err := l.WaitEach(ctx, "account-1", 50, 12, func(n int) { grants = append(grants, n) })
+	sum := 0
+	for _, n := range grants {
+		sum += n
+	}
+	if err != nil || left != 0 || sum != 12 || len(grants) < 2 || grants[0] != ratelimit.ThroughputBurst(50) {
+		t.Fatalf("WaitEach = %d, %v; grants %v: want the burst first and 12 in all", left, err, grants)
+	}
+
+	// Past its deadline it says how many it could not get; what it got was
+	// handed over.
+	dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	got := 0
+	left, err = l.WaitEach(dctx, "account-2", 1, 3, func(n int) { got += n })
+	if !errors.Is(err, context.DeadlineExceeded) || got != 1 || left != 2 {
+		t.Fatalf("WaitEach past its deadline: left %d, err %v, handed %d; want 2 left, 1 handed", left, err, got)
+	}
+
+	// Once ctx has ended it takes nothing: the key's burst is intact.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	left, err = l.WaitEach(cctx, "account-3", 50, 4, func(int) { t.Error("a grant after ctx ended") })
+	if !errors.Is(err, context.Canceled) || left != 4 {
+		t.Fatalf("WaitEach on an ended ctx = %d, %v", left, err)
+	}
+	if n, _ := l.Take(ctx, "account-3", 50, 100); n != ratelimit.ThroughputBurst(50) {
+		t.Fatalf("after WaitEach on an ended ctx the key grants %d, want its whole burst %d", n, ratelimit.ThroughputBurst(50))
+	}
+}
+
 func TestTakeArguments(t *testing.T) {
 	l, _ := newLimiter(t, ratelimittest.Config(t))
 	ctx := context.Background()

@@ -157,6 +157,30 @@ func (p *Process) Stop() error {
 	return err
 }
 
+// Kill ends the process with SIGKILL, as a crash or the OOM killer would:
+// no shutdown at all. It waits until the process has ended and does nothing
+// to one that already has.
+func (p *Process) Kill() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// Err is how the process ended (its exit error, nil for a clean exit) once
+// Exited is closed, and nil while it runs.
+func (p *Process) Err() error {
+	select {
+	case <-p.done:
+		return p.err
+	default:
+		return nil
+	}
+}
+
 // Pid is the process id (to read its CPU time from /proc, for example).
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 

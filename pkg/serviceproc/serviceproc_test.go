@@ -62,6 +62,39 @@ func TestStartAndStop(t *testing.T) {
 	}
 }
 
+func TestKill(t *testing.T) {
+	bin := buildProbed(t)
+	addr, err := FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Start(context.Background(), Options{Name: "probed", Bin: bin,
+		Env: []string{"PROBED_ADDR=" + addr}, Probe: "http://" + addr + "/healthz"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Err(); err != nil {
+		t.Fatalf("Err of a running process = %v", err)
+	}
+	p.Kill()
+	select {
+	case <-p.Exited():
+	default:
+		t.Fatal("Kill returned before the process ended")
+	}
+	if err := p.Err(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("Err after Kill = %v, want killed", err)
+	}
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Fatal("the port still answers after Kill")
+	}
+	p.Kill() // a second Kill does nothing
+	if err := p.Stop(); err == nil || !strings.Contains(err.Error(), "had already exited") {
+		t.Fatalf("Stop after Kill = %v", err)
+	}
+}
+
 func TestStartFailures(t *testing.T) {
 	bin := buildProbed(t)
 	addr, err := FreeAddr()

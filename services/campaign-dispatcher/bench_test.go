@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
+	"github.com/parleyhq/parley/pkg/serviceproc"
 )
 
 func TestBenchDelivery(t *testing.T) {
@@ -80,7 +81,7 @@ func benchThroughput(t *testing.T, latency time.Duration, n int) {
 		workers = "2048" // 5,000/s at 100 ms each is 500 calls in flight
 	}
 	d, addr := e.startCampaign("PARLEY_DISPATCH_WORKERS="+workers, "PARLEY_WHATSAPP_MAX_CONNS="+workers)
-	cpu0, sim0, pg0 := cpuSeconds(d.cmd.Process.Pid), cpuSeconds(e.simP.cmd.Process.Pid), postgresCPUSeconds()
+	cpu0, sim0, pg0 := cpuSeconds(d.Pid()), cpuSeconds(e.simP.Pid()), postgresCPUSeconds()
 	var first time.Time
 	for i := 0; i < n/1000; i++ {
 		_, at := e.publishCampaign(s, e.nextPhones(1000))
@@ -101,7 +102,7 @@ func benchThroughput(t *testing.T, latency time.Duration, n int) {
 		latency, n, workers, published.Round(time.Millisecond), toProvider.Round(time.Millisecond), float64(n)/toProvider.Seconds(),
 		recorded.Round(time.Millisecond), float64(n)/recorded.Seconds(), st.Requests, st.Errors)
 	t.Logf("CPU used: dispatcher %.1f s, provider-sim %.1f s, PostgreSQL %.1f s (every backend, other users' included), in %.1f s wall on %d cores",
-		cpuSeconds(d.cmd.Process.Pid)-cpu0, cpuSeconds(e.simP.cmd.Process.Pid)-sim0, postgresCPUSeconds()-pg0, recorded.Seconds(), runtime.NumCPU())
+		cpuSeconds(d.Pid())-cpu0, cpuSeconds(e.simP.Pid())-sim0, postgresCPUSeconds()-pg0, recorded.Seconds(), runtime.NumCPU())
 	t.Logf("dispatcher: %s", metricLines(t, "http://"+addr+"/metrics", "parley_delivery_send_seconds_sum", "parley_delivery_send_seconds_count",
 		"parley_delivery_record_flush_seconds_sum", "parley_delivery_record_flush_seconds_count", "parley_delivery_claim_size_sum", "parley_delivery_claim_size_count"))
 	if st.Accepted != int64(n) || st.DuplicateRecipients != 0 {
@@ -211,12 +212,9 @@ func benchFairness(t *testing.T, campaignRate int) {
 }
 
 // startAutomation runs the automation dispatcher binary.
-func (e *drillEnv) startAutomation(extra ...string) (*proc, string) {
+func (e *drillEnv) startAutomation(extra ...string) (*serviceproc.Process, string) {
 	e.t.Helper()
-	addr := freeAddr(e.t)
-	p := startProc(e.t, "automation-dispatcher", bins.automation, e.dispatcherEnv("PARLEY_AUTOMATION_DISPATCHER_ADDR", addr, extra...)...)
-	waitHTTP(e.t, "http://"+addr+"/readyz", 30*time.Second, p)
-	return p, addr
+	return e.startDispatcher("automation-dispatcher", bins.automation, "PARLEY_AUTOMATION_DISPATCHER_ADDR", extra...)
 }
 
 // publishAutomation publishes a trigger for the given contacts.

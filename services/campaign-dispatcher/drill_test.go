@@ -54,7 +54,7 @@ func TestDrillDispatcherKill(t *testing.T) {
 	d, _ := e.startCampaign(lease...)
 	accepted := publishLoad(e, s)
 	e.waitReceived(int64(accepted/5), 60*time.Second)
-	d.kill()
+	d.Kill()
 	// Requests the provider had already taken finish on its side.
 	time.Sleep(200 * time.Millisecond)
 	sending := e.count(`SELECT count(*) FROM messages WHERE state = 'sending'`)
@@ -122,8 +122,10 @@ func TestDrillPostgresOutage(t *testing.T) {
 	pg.Start()
 	t.Logf("PostgreSQL down %s; the provider received %d sends meanwhile (in flight at the stop)",
 		time.Since(stopped).Round(time.Millisecond), during)
-	if d.exited() {
-		t.Fatalf("the dispatcher died with the database: %v", d.err)
+	select {
+	case <-d.Exited():
+		t.Fatalf("the dispatcher died with the database: %v", d.Err())
+	default:
 	}
 	tl := e.waitSettled(accepted, 90*time.Second)
 	t.Logf("dispatcher metrics after the outage: %s", metricLines(t, "http://"+addr+"/metrics",

@@ -24,6 +24,7 @@ import (
 	"github.com/parleyhq/parley/pkg/ratelimit"
 	"github.com/parleyhq/parley/pkg/ratelimit/ratelimittest"
 	"github.com/parleyhq/parley/pkg/secretbox"
+	"github.com/parleyhq/parley/pkg/serviceproc"
 	"github.com/parleyhq/parley/pkg/store"
 	"github.com/parleyhq/parley/pkg/store/storetest"
 )
@@ -43,7 +44,7 @@ type drillEnv struct {
 	js     jetstream.JetStream
 	redis  ratelimit.RedisConfig
 	sim    simClient
-	simP   *proc
+	simP   *serviceproc.Process
 	phones int64
 }
 
@@ -96,9 +97,8 @@ func newDrillEnv(t testing.TB, o drillOptions) *drillEnv {
 		"PARLEY_PROVIDER_SIM_ADDR=" + simAddr, "PARLEY_LOG_LEVEL=warn",
 		"PARLEY_PROVIDER_SIM_MESSAGE_BUFFER=100000", "PARLEY_PROVIDER_SIM_MAX_RECIPIENTS=500000",
 	}, o.simEnv...)
-	e.simP = startProc(t, "provider-sim", bins.providerSim, env...)
 	e.sim = simClient{t: t, base: "http://" + simAddr}
-	waitHTTP(t, e.sim.base+"/_sim/stats", 20*time.Second, e.simP)
+	e.simP = startProc(t, "provider-sim", bins.providerSim, e.sim.base+"/_sim/stats", 20*time.Second, env...)
 	return e
 }
 
@@ -156,11 +156,17 @@ func (e *drillEnv) dispatcherEnv(addrVar, addr string, extra ...string) []string
 }
 
 // startCampaign runs the campaign dispatcher binary and waits until it is ready.
-func (e *drillEnv) startCampaign(extra ...string) (*proc, string) {
+func (e *drillEnv) startCampaign(extra ...string) (*serviceproc.Process, string) {
+	e.t.Helper()
+	return e.startDispatcher("campaign-dispatcher", bins.campaign, "PARLEY_CAMPAIGN_DISPATCHER_ADDR", extra...)
+}
+
+// startDispatcher runs a dispatcher binary, listening where its addrVar
+// says, and waits until it is ready; it returns the process and its address.
+func (e *drillEnv) startDispatcher(name, bin, addrVar string, extra ...string) (*serviceproc.Process, string) {
 	e.t.Helper()
 	addr := freeAddr(e.t)
-	p := startProc(e.t, "campaign-dispatcher", bins.campaign, e.dispatcherEnv("PARLEY_CAMPAIGN_DISPATCHER_ADDR", addr, extra...)...)
-	waitHTTP(e.t, "http://"+addr+"/readyz", 30*time.Second, p)
+	p := startProc(e.t, name, bin, "http://"+addr+"/readyz", 30*time.Second, e.dispatcherEnv(addrVar, addr, extra...)...)
 	return p, addr
 }
 

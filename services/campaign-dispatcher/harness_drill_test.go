@@ -9,18 +9,18 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/parleyhq/parley/pkg/serviceproc"
 )
 
 var bins struct {
@@ -36,19 +36,16 @@ func TestMain(m *testing.M) {
 	}
 	bins.dir = dir
 	for _, b := range []struct {
-		out *string
-		pkg string
+		out      *string
+		dir, bin string
 	}{
-		{&bins.campaign, "."}, {&bins.automation, "../automation-dispatcher"}, {&bins.providerSim, "../provider-sim"},
+		{&bins.campaign, ".", "campaign-dispatcher"},
+		{&bins.automation, "../automation-dispatcher", "automation-dispatcher"},
+		{&bins.providerSim, "../provider-sim", "provider-sim"},
 	} {
-		*b.out = filepath.Join(dir, filepath.Base(filepath.Clean(b.pkg)))
-		if b.pkg == "." {
-			*b.out = filepath.Join(dir, "campaign-dispatcher")
-		}
-		cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n", b.pkg, err)
+		*b.out = filepath.Join(dir, b.bin)
+		if err := serviceproc.Build(context.Background(), b.dir, *b.out, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.RemoveAll(dir)
 			os.Exit(1)
 		}
@@ -61,108 +58,32 @@ func TestMain(m *testing.M) {
 // freeAddr is a loopback address with a port nobody listens on now.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := serviceproc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	return addr
 }
 
-// proc is a child process whose output goes to a log file; it is killed
-// when the test ends, and dies with the test process if that dies first.
-type proc struct {
-	t    testing.TB
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
-}
-
-func startProc(t testing.TB, name, bin string, env ...string) *proc {
+// startProc runs bin with env (and no PARLEY_* variable of the caller's)
+// and waits until probe answers 200. It is SIGKILLed when the test ends,
+// and dies with the test process if that dies first; the end of its output
+// is logged when the test failed.
+func startProc(t testing.TB, name, bin, probe string, within time.Duration, env ...string) *serviceproc.Process {
 	t.Helper()
-	logPath := filepath.Join(t.TempDir(), name+".log")
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p, err := serviceproc.Start(context.Background(), serviceproc.Options{Name: name, Bin: bin, Env: env,
+		Probe: probe, StartTimeout: within})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		t.Fatalf("start %s: %v", name, err)
-	}
-	p := &proc{t: t, name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
 	t.Cleanup(func() {
-		p.kill()
+		p.Kill()
 		if t.Failed() {
-			p.tail(40)
+			lines := strings.Split(strings.TrimRight(p.Logs(), "\n"), "\n")
+			t.Logf("--- last lines of %s ---\n%s", name, strings.Join(lines[max(0, len(lines)-40):], "\n"))
 		}
 	})
 	return p
-}
-
-// kill is SIGKILL: no shutdown at all.
-func (p *proc) kill() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Kill()
-	<-p.done
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *proc) tail(n int) {
-	b, err := os.ReadFile(p.log)
-	if err != nil {
-		return
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	p.t.Logf("--- last lines of %s ---\n%s", p.name, strings.Join(lines, "\n"))
-}
-
-// waitHTTP waits until GET url answers 200.
-func waitHTTP(t testing.TB, url string, within time.Duration, p *proc) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if p != nil && p.exited() {
-			t.Fatalf("%s exited: %v", p.name, p.err)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready within %s: %v", url, within, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // simClient talks to provider-sim's inspection endpoints.

@@ -36,5 +36,5 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer cleanup()
-	return a.run(ctx)
+	return a.Run(ctx)
 }

@@ -12,18 +12,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/parleyhq/parley/pkg/catalog"
-	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
 	"github.com/parleyhq/parley/pkg/contacts"
 	"github.com/parleyhq/parley/pkg/delivery"
-	"github.com/parleyhq/parley/pkg/ratelimit"
-	"github.com/parleyhq/parley/pkg/secretbox"
-	"github.com/parleyhq/parley/pkg/store"
+	"github.com/parleyhq/parley/pkg/delivery/dispatchsvc"
+	"github.com/parleyhq/parley/pkg/envconfig"
 	"github.com/parleyhq/parley/services/gateway/internal/segments"
 )
 
@@ -172,52 +169,33 @@ segment drill: %d contacts, account throughput %d/s, provider latency %s (+ up t
 		completed.Sub(accepted).Round(time.Millisecond), st.Accepted, st.Recipients, st.DuplicateRecipients, st.Errors["130429"])
 }
 
-// startCampaignDispatcher runs the campaign lane's dispatcher with its
-// production defaults against the gateway's database, stream and Redis.
+// startCampaignDispatcher runs the campaign dispatcher as its binary does
+// (pkg/delivery/dispatchsvc, with the binary's defaults: tuning, provider
+// client, its own pool and NATS connection) against the gateway's database,
+// stream and Redis, sending to providerURL.
 func startCampaignDispatcher(t *testing.T, g *gw, providerURL string) {
 	t.Helper()
-	client, err := whatsapp.NewClient(whatsapp.Config{BaseURL: providerURL, Timeout: 10 * time.Second, MaxConnsPerHost: 1024})
+	cfg, err := envconfig.LoadEnviron[dispatchsvc.Config](nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(client.Close)
-	rdb := ratelimit.NewRedisClient(g.redis)
-	t.Cleanup(func() { _ = rdb.Close() })
-	limiter, err := ratelimit.New(rdb, g.redis, zap.NewNop(), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(limiter.Close)
-	box, err := secretbox.New(secretbox.DevKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Its own pool, sized as the binary's default (PARLEY_POSTGRES_MAX_CONNS).
-	pool, err := store.Open(context.Background(), store.Config{URL: g.dbURL, MaxConns: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	cfg := delivery.Config{
-		Workers: 512, ClaimBatch: 500, Lease: time.Minute, MaxAttempts: 8, BackoffBase: time.Second, BackoffCap: 5 * time.Minute,
-		PollInterval: 250 * time.Millisecond, FlushInterval: 10 * time.Millisecond, FlushSize: 1000,
-		SweepInterval: 5 * time.Second, ExpandWorkers: 4, AckWait: 30 * time.Second, CacheTTL: 5 * time.Second,
-		ShutdownTimeout: 30 * time.Second,
-	}
-	d, err := delivery.New(delivery.LaneCampaign, cfg, delivery.Deps{
-		Pool: pool, JS: g.js, Bus: g.busCfg, Catalog: catalog.NewStore(pool, box), Sender: client,
-		Throttle: limiter, Log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), Registry: prometheus.NewRegistry(),
-	})
+	cfg.Postgres.URL = g.dbURL
+	cfg.NATS = g.busCfg
+	cfg.Redis = g.redis
+	cfg.Provider.BaseURL = providerURL
+	s, cleanup, err := dispatchsvc.New(context.Background(), delivery.LaneCampaign, "127.0.0.1:0", cfg,
+		zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- d.Run(runCtx) }()
+	go func() { done <- s.Run(runCtx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("campaign dispatcher: %v", err)
 		}
+		cleanup()
 	})
 }

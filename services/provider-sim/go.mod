@@ -3,13 +3,13 @@ module github.com/parleyhq/parley/services/provider-sim
 go 1.26.0
 
 require (
-	github.com/caarlos0/env/v11 v11.4.2
 	github.com/parleyhq/parley/pkg v0.0.0
 	go.uber.org/zap v1.28.0
 )
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/caarlos0/env/v11 v11.4.2 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/compose-spec/compose-go/v2 v2.16.2 // indirect
 	github.com/distribution/reference v0.6.0 // indirect

@@ -170,39 +170,19 @@ func accountsCreateCmd(e *env) *cobra.Command {
 }
 
 func accountsListCmd(e *env) *cobra.Command {
-	var company string
-	c := &cobra.Command{
-		Use:     "list",
-		Short:   "List a company's messaging accounts",
-		Example: `  parleyctl accounts list --company acme`,
-		Args:    noArgs,
-		RunE: run(func(ctx context.Context, _ []string) error {
-			cat, co, err := e.withCompany(ctx, company)
-			if err != nil {
-				return err
+	return companyList[catalog.MessagingAccount, accountView]{
+		noun: "accounts", short: "List a company's messaging accounts", empty: "no messaging accounts",
+		header: []string{"ID", "NAME", "PHONE NUMBER ID", "CONNECTED", "TIMEZONE", "WINDOW", "MSG/S", "CREATED"},
+		load:   (*catalog.Store).MessagingAccounts,
+		each: func(a catalog.MessagingAccount) (accountView, []string) {
+			v := viewAccount(a)
+			window := "-"
+			if v.DeliveryWindow != nil {
+				window = *v.DeliveryWindow
 			}
-			as, err := cat.MessagingAccounts(ctx, co.ID)
-			if err != nil {
-				return err
-			}
-			views := make([]accountView, len(as))
-			rows := make([][]string, len(as))
-			for i, a := range as {
-				v := viewAccount(a)
-				views[i] = v
-				window := "-"
-				if v.DeliveryWindow != nil {
-					window = *v.DeliveryWindow
-				}
-				rows[i] = []string{fmtID(v.ID), v.Name, v.PhoneNumberID, yesNo(v.Connected), v.Timezone, window, strconv.Itoa(v.ThroughputPerSecond), fmtTime(v.CreatedAt)}
-			}
-			return e.emit(views, func(w io.Writer) {
-				table(w, "no messaging accounts", []string{"ID", "NAME", "PHONE NUMBER ID", "CONNECTED", "TIMEZONE", "WINDOW", "MSG/S", "CREATED"}, rows)
-			})
-		}),
-	}
-	companyFlag(c, &company)
-	return c
+			return v, []string{fmtID(v.ID), v.Name, v.PhoneNumberID, yesNo(v.Connected), v.Timezone, window, strconv.Itoa(v.ThroughputPerSecond), fmtTime(v.CreatedAt)}
+		},
+	}.cmd(e)
 }
 
 func accountsUpdateCmd(e *env) *cobra.Command {

@@ -92,33 +92,15 @@ func automationsCreateCmd(e *env) *cobra.Command {
 }
 
 func automationsListCmd(e *env) *cobra.Command {
-	var company string
-	c := &cobra.Command{
-		Use:     "list",
-		Short:   "List a company's automations",
-		Example: `  parleyctl automations list --company acme`,
-		Args:    noArgs,
-		RunE: run(func(ctx context.Context, _ []string) error {
-			cat, co, err := e.withCompany(ctx, company)
-			if err != nil {
-				return err
-			}
-			as, err := cat.Automations(ctx, co.ID)
-			if err != nil {
-				return err
-			}
-			return e.emit(as, func(w io.Writer) {
-				rows := make([][]string, len(as))
-				for i, a := range as {
-					rows[i] = []string{fmtID(a.ID), a.Name, string(a.Type), yesNo(a.Active), fmtIDPtr(a.TemplateID), fmtIDPtr(a.MessagingAccountID),
-						orDash(strings.Join(a.TriggerVariables, ",")), fmtTime(a.CreatedAt)}
-				}
-				table(w, "no automations", []string{"ID", "NAME", "TYPE", "ACTIVE", "TEMPLATE", "ACCOUNT", "VARIABLES", "CREATED"}, rows)
-			})
-		}),
-	}
-	companyFlag(c, &company)
-	return c
+	return companyList[catalog.Automation, catalog.Automation]{
+		noun: "automations", short: "List a company's automations", empty: "no automations",
+		header: []string{"ID", "NAME", "TYPE", "ACTIVE", "TEMPLATE", "ACCOUNT", "VARIABLES", "CREATED"},
+		load:   (*catalog.Store).Automations,
+		each: func(a catalog.Automation) (catalog.Automation, []string) {
+			return a, []string{fmtID(a.ID), a.Name, string(a.Type), yesNo(a.Active), fmtIDPtr(a.TemplateID), fmtIDPtr(a.MessagingAccountID),
+				orDash(strings.Join(a.TriggerVariables, ",")), fmtTime(a.CreatedAt)}
+		},
+	}.cmd(e)
 }
 
 func parseID(what, s string) (int64, error) {

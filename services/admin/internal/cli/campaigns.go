@@ -67,30 +67,12 @@ func campaignsCreateCmd(e *env) *cobra.Command {
 }
 
 func campaignsListCmd(e *env) *cobra.Command {
-	var company string
-	c := &cobra.Command{
-		Use:     "list",
-		Short:   "List a company's campaigns",
-		Example: `  parleyctl campaigns list --company acme`,
-		Args:    noArgs,
-		RunE: run(func(ctx context.Context, _ []string) error {
-			cat, co, err := e.withCompany(ctx, company)
-			if err != nil {
-				return err
-			}
-			cs, err := cat.Campaigns(ctx, co.ID)
-			if err != nil {
-				return err
-			}
-			return e.emit(cs, func(w io.Writer) {
-				rows := make([][]string, len(cs))
-				for i, c := range cs {
-					rows[i] = []string{fmtID(c.ID), c.Name, fmtID(c.TemplateID), fmtID(c.MessagingAccountID), fmtTime(c.CreatedAt)}
-				}
-				table(w, "no campaigns", []string{"ID", "NAME", "TEMPLATE", "ACCOUNT", "CREATED"}, rows)
-			})
-		}),
-	}
-	companyFlag(c, &company)
-	return c
+	return companyList[catalog.Campaign, catalog.Campaign]{
+		noun: "campaigns", short: "List a company's campaigns", empty: "no campaigns",
+		header: []string{"ID", "NAME", "TEMPLATE", "ACCOUNT", "CREATED"},
+		load:   (*catalog.Store).Campaigns,
+		each: func(c catalog.Campaign) (catalog.Campaign, []string) {
+			return c, []string{fmtID(c.ID), c.Name, fmtID(c.TemplateID), fmtID(c.MessagingAccountID), fmtTime(c.CreatedAt)}
+		},
+	}.cmd(e)
 }

@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	envparse "github.com/caarlos0/env/v11"
-
 	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/envconfig"
 	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/pkg/store"
 )
@@ -42,16 +41,7 @@ type DemoConfig struct {
 
 // LoadConfig reads the configuration from environ (os.Environ's form) and
 // validates it.
-func LoadConfig(environ []string) (Config, error) {
-	cfg, err := envparse.ParseAsWithOptions[Config](envparse.Options{Environment: envparse.ToMap(environ)})
-	if err != nil {
-		return Config{}, fmt.Errorf("read configuration: %w", err)
-	}
-	if err := cfg.Validate(); err != nil {
-		return Config{}, fmt.Errorf("invalid configuration:\n%w", err)
-	}
-	return cfg, nil
-}
+func LoadConfig(environ []string) (Config, error) { return envconfig.LoadEnviron[Config](environ) }
 
 // Validate reports every problem at once.
 func (c Config) Validate() error {

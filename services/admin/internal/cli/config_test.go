@@ -11,13 +11,7 @@ import (
 // The README's configuration table must name every variable parleyctl
 // reads, with its default.
 func TestREADMEDocumentsEveryVariable(t *testing.T) {
-	readme, err := os.ReadFile("../../../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range envdoc.Undocumented(string(readme), envdoc.Vars(Config{})) {
-		t.Errorf("README.md's configuration table lacks the row %s ... (or gives another default)", envdoc.Row(v))
-	}
+	envdoc.CheckREADME(t, "../../../../README.md", Config{})
 }
 
 // make run hands provider-sim the demo account that seed stores; both sides

@@ -87,32 +87,14 @@ func connectorsCreateCmd(e *env) *cobra.Command {
 }
 
 func connectorsListCmd(e *env) *cobra.Command {
-	var company string
-	c := &cobra.Command{
-		Use:     "list",
-		Short:   "List a company's connectors",
-		Example: `  parleyctl connectors list --company acme`,
-		Args:    noArgs,
-		RunE: run(func(ctx context.Context, _ []string) error {
-			cat, co, err := e.withCompany(ctx, company)
-			if err != nil {
-				return err
-			}
-			cs, err := cat.Connectors(ctx, co.ID)
-			if err != nil {
-				return err
-			}
-			return e.emit(cs, func(w io.Writer) {
-				rows := make([][]string, len(cs))
-				for i, c := range cs {
-					rows[i] = []string{fmtID(c.ID), c.Name, yesNo(c.Connected), fmtIDPtr(c.TargetAutomationID), fmtIDPtr(c.TargetCampaignID), fmtTime(c.CreatedAt)}
-				}
-				table(w, "no connectors", []string{"ID", "NAME", "CONNECTED", "AUTOMATION", "CAMPAIGN", "CREATED"}, rows)
-			})
-		}),
-	}
-	companyFlag(c, &company)
-	return c
+	return companyList[catalog.Connector, catalog.Connector]{
+		noun: "connectors", short: "List a company's connectors", empty: "no connectors",
+		header: []string{"ID", "NAME", "CONNECTED", "AUTOMATION", "CAMPAIGN", "CREATED"},
+		load:   (*catalog.Store).Connectors,
+		each: func(c catalog.Connector) (catalog.Connector, []string) {
+			return c, []string{fmtID(c.ID), c.Name, yesNo(c.Connected), fmtIDPtr(c.TargetAutomationID), fmtIDPtr(c.TargetCampaignID), fmtTime(c.CreatedAt)}
+		},
+	}.cmd(e)
 }
 
 func connectorsUpdateCmd(e *env) *cobra.Command {

@@ -91,38 +91,20 @@ func keysCreateCmd(e *env) *cobra.Command {
 }
 
 func keysListCmd(e *env) *cobra.Command {
-	var company string
-	c := &cobra.Command{
-		Use:     "list",
-		Short:   "List the company's keys, masked, newest first",
-		Example: `  parleyctl keys list --company acme`,
-		Args:    noArgs,
-		RunE: run(func(ctx context.Context, _ []string) error {
-			_, co, err := e.withCompany(ctx, company)
-			if err != nil {
-				return err
-			}
+	return companyList[apikey.Key, keyView]{
+		noun: "keys", short: "List the company's keys, masked, newest first", empty: "no API keys",
+		header: []string{"KEY ID", "KEY", "STATE", "CREATED", "LAST USED", "GRACE ENDS"},
+		load: func(_ *catalog.Store, ctx context.Context, companyID int64) ([]apikey.Key, error) {
 			ks, err := e.keys(ctx)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			keys, err := ks.List(ctx, co.ID)
-			if err != nil {
-				return err
-			}
-			views := make([]keyView, len(keys))
-			rows := make([][]string, len(keys))
-			for i, k := range keys {
-				views[i] = viewKey(k)
-				rows[i] = []string{k.KeyID, k.Masked(), string(k.State), fmtTime(k.CreatedAt), fmtTimePtr(k.LastUsedAt), fmtTimePtr(k.GraceEndsAt)}
-			}
-			return e.emit(views, func(w io.Writer) {
-				table(w, "no API keys", []string{"KEY ID", "KEY", "STATE", "CREATED", "LAST USED", "GRACE ENDS"}, rows)
-			})
-		}),
-	}
-	companyFlag(c, &company)
-	return c
+			return ks.List(ctx, companyID)
+		},
+		each: func(k apikey.Key) (keyView, []string) {
+			return viewKey(k), []string{k.KeyID, k.Masked(), string(k.State), fmtTime(k.CreatedAt), fmtTimePtr(k.LastUsedAt), fmtTimePtr(k.GraceEndsAt)}
+		},
+	}.cmd(e)
 }
 
 func keysRotateCmd(e *env) *cobra.Command {

@@ -231,33 +231,13 @@ func templatesCreateCmd(e *env) *cobra.Command {
 }
 
 func templatesListCmd(e *env) *cobra.Command {
-	var company string
-	c := &cobra.Command{
-		Use:     "list",
-		Short:   "List a company's templates",
-		Example: `  parleyctl templates list --company acme`,
-		Args:    noArgs,
-		RunE: run(func(ctx context.Context, _ []string) error {
-			cat, co, err := e.withCompany(ctx, company)
-			if err != nil {
-				return err
-			}
-			ts, err := cat.Templates(ctx, co.ID)
-			if err != nil {
-				return err
-			}
-			views := make([]templateView, len(ts))
-			rows := make([][]string, len(ts))
-			for i, t := range ts {
-				v := viewTemplate(t)
-				views[i] = v
-				rows[i] = []string{fmtID(v.ID), v.Name, v.Language, v.HeaderKind, orDash(bodySummary(v.BodyParameters)), fmt.Sprint(len(v.URLButtons)), fmtTime(v.CreatedAt)}
-			}
-			return e.emit(views, func(w io.Writer) {
-				table(w, "no templates", []string{"ID", "NAME", "LANGUAGE", "HEADER", "BODY", "URL BUTTONS", "CREATED"}, rows)
-			})
-		}),
-	}
-	companyFlag(c, &company)
-	return c
+	return companyList[catalog.Template, templateView]{
+		noun: "templates", short: "List a company's templates", empty: "no templates",
+		header: []string{"ID", "NAME", "LANGUAGE", "HEADER", "BODY", "URL BUTTONS", "CREATED"},
+		load:   (*catalog.Store).Templates,
+		each: func(t catalog.Template) (templateView, []string) {
+			v := viewTemplate(t)
+			return v, []string{fmtID(v.ID), v.Name, v.Language, v.HeaderKind, orDash(bodySummary(v.BodyParameters)), fmt.Sprint(len(v.URLButtons)), fmtTime(v.CreatedAt)}
+		},
+	}.cmd(e)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/services/admin/internal/accounts"
 )
 
@@ -96,30 +97,14 @@ func usersCreateCmd(e *env) *cobra.Command {
 }
 
 func usersListCmd(e *env) *cobra.Command {
-	var company string
-	c := &cobra.Command{
-		Use:     "list",
-		Short:   "List a company's console users",
-		Example: `  parleyctl users list --company acme`,
-		Args:    noArgs,
-		RunE: run(func(ctx context.Context, _ []string) error {
-			_, co, err := e.withCompany(ctx, company)
-			if err != nil {
-				return err
-			}
-			us, err := accounts.NewStore(e.pool).Users(ctx, co.ID)
-			if err != nil {
-				return err
-			}
-			return e.emit(us, func(w io.Writer) {
-				rows := make([][]string, len(us))
-				for i, u := range us {
-					rows[i] = []string{fmtID(u.ID), u.Email, string(u.Role), fmtTime(u.CreatedAt)}
-				}
-				table(w, "no users", []string{"ID", "EMAIL", "ROLE", "CREATED"}, rows)
-			})
-		}),
-	}
-	companyFlag(c, &company)
-	return c
+	return companyList[accounts.User, accounts.User]{
+		noun: "users", short: "List a company's console users", empty: "no users",
+		header: []string{"ID", "EMAIL", "ROLE", "CREATED"},
+		load: func(_ *catalog.Store, ctx context.Context, companyID int64) ([]accounts.User, error) {
+			return accounts.NewStore(e.pool).Users(ctx, companyID)
+		},
+		each: func(u accounts.User) (accounts.User, []string) {
+			return u, []string{fmtID(u.ID), u.Email, string(u.Role), fmtTime(u.CreatedAt)}
+		},
+	}.cmd(e)
 }

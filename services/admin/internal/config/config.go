@@ -8,9 +8,8 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/caarlos0/env/v11"
-
 	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/envconfig"
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/store"
 )
@@ -60,16 +59,7 @@ type Console struct {
 const MinAdminTokenLen = 32
 
 // Load reads and validates the configuration.
-func Load() (Config, error) {
-	cfg, err := env.ParseAs[Config]()
-	if err != nil {
-		return Config{}, fmt.Errorf("read configuration: %w", err)
-	}
-	if err := cfg.Validate(); err != nil {
-		return Config{}, fmt.Errorf("invalid configuration:\n%w", err)
-	}
-	return cfg, nil
-}
+func Load() (Config, error) { return envconfig.Load[Config]() }
 
 // Validate reports every problem at once.
 func (c Config) Validate() error {

@@ -4,47 +4,22 @@ package config
 
 import (
 	"errors"
-	"fmt"
-	"time"
 
-	"github.com/caarlos0/env/v11"
-
-	"github.com/parleyhq/parley/pkg/bus"
-	"github.com/parleyhq/parley/pkg/delivery"
-	"github.com/parleyhq/parley/pkg/ops"
-	"github.com/parleyhq/parley/pkg/ratelimit"
-	"github.com/parleyhq/parley/pkg/secretbox"
-	"github.com/parleyhq/parley/pkg/store"
+	"github.com/parleyhq/parley/pkg/delivery/dispatchsvc"
+	"github.com/parleyhq/parley/pkg/envconfig"
 )
 
-// Config is everything the automation dispatcher can be told.
+// Config is everything the automation dispatcher can be told: its listen
+// address, and what both dispatchers read (dispatchsvc.Config).
 type Config struct {
 	// Addr serves /healthz, /readyz and /metrics.
 	Addr string `env:"PARLEY_AUTOMATION_DISPATCHER_ADDR" envDefault:":8083"`
-	// DrainDelay is how long /readyz reports 503 before the listener closes.
-	DrainDelay time.Duration `env:"PARLEY_DRAIN_DELAY" envDefault:"0s"`
 
-	Log      ops.LogConfig
-	Postgres store.Config
-	Redis    ratelimit.RedisConfig
-	NATS     bus.Config
-	// Token opens the messaging accounts' access tokens.
-	Token    secretbox.Config
-	Provider delivery.ProviderConfig
-	Dispatch delivery.Config
+	dispatchsvc.Config
 }
 
 // Load reads and validates the configuration.
-func Load() (Config, error) {
-	cfg, err := env.ParseAs[Config]()
-	if err != nil {
-		return Config{}, fmt.Errorf("read configuration: %w", err)
-	}
-	if err := cfg.Validate(); err != nil {
-		return Config{}, fmt.Errorf("invalid configuration:\n%w", err)
-	}
-	return cfg, nil
-}
+func Load() (Config, error) { return envconfig.Load[Config]() }
 
 // Validate reports every problem at once.
 func (c Config) Validate() error {
@@ -52,9 +27,5 @@ func (c Config) Validate() error {
 	if c.Addr == "" {
 		errs = append(errs, errors.New("PARLEY_AUTOMATION_DISPATCHER_ADDR is empty"))
 	}
-	if c.DrainDelay < 0 {
-		errs = append(errs, errors.New("PARLEY_DRAIN_DELAY must not be negative"))
-	}
-	return errors.Join(append(errs, c.Log.Validate(), c.Postgres.Validate(), c.Redis.Validate(), c.NATS.Validate(),
-		c.Token.Validate(), c.Provider.Validate(), c.Dispatch.Validate(c.Provider.Timeout))...)
+	return errors.Join(append(errs, c.Config.Validate())...)
 }

@@ -4,12 +4,10 @@ package config
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
-	"github.com/caarlos0/env/v11"
-
 	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/envconfig"
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/ratelimit"
 	"github.com/parleyhq/parley/pkg/store"
@@ -56,16 +54,7 @@ type Config struct {
 }
 
 // Load reads and validates the configuration.
-func Load() (Config, error) {
-	cfg, err := env.ParseAs[Config]()
-	if err != nil {
-		return Config{}, fmt.Errorf("read configuration: %w", err)
-	}
-	if err := cfg.Validate(); err != nil {
-		return Config{}, fmt.Errorf("invalid configuration:\n%w", err)
-	}
-	return cfg, nil
-}
+func Load() (Config, error) { return envconfig.Load[Config]() }
 
 // Validate reports every problem at once.
 func (c Config) Validate() error {

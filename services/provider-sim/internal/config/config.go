@@ -8,9 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/caarlos0/env/v11"
-
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
+	"github.com/parleyhq/parley/pkg/envconfig"
 	"github.com/parleyhq/parley/pkg/ops"
 )
 
@@ -52,16 +51,7 @@ type Config struct {
 }
 
 // Load reads and validates the configuration.
-func Load() (Config, error) {
-	cfg, err := env.ParseAs[Config]()
-	if err != nil {
-		return Config{}, fmt.Errorf("read configuration: %w", err)
-	}
-	if err := cfg.Validate(); err != nil {
-		return Config{}, fmt.Errorf("invalid configuration:\n%w", err)
-	}
-	return cfg, nil
-}
+func Load() (Config, error) { return envconfig.Load[Config]() }
 
 // Validate reports every problem at once.
 func (c Config) Validate() error {
