@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parleyhq/parley/pkg/ops"
 )
 
 // Config is the NATS part of a service's configuration. Stream and Prefix
@@ -179,12 +181,14 @@ func JetStream(nc *nats.Conn) (jetstream.JetStream, error) {
 	return js, nil
 }
 
-// Ping reports whether the connection is up, for readiness.
-func Ping(nc *nats.Conn) error {
-	if !nc.IsConnected() {
-		return fmt.Errorf("nats: %s", nc.Status())
-	}
-	return nil
+// Check is the readiness check of a NATS connection: it is connected.
+func Check(nc *nats.Conn) ops.Check {
+	return ops.Check{Name: "nats", Ping: func(context.Context) error {
+		if !nc.IsConnected() {
+			return fmt.Errorf("nats: %s", nc.Status())
+		}
+		return nil
+	}}
 }
 
 // Kind names what an invalidation is about.

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/parleyhq/parley/pkg/ops"
 )
 
 // RedisConfig is the Redis part of a service's configuration. KeyPrefix keeps
@@ -49,10 +51,12 @@ func NewRedisClient(c RedisConfig) *redis.Client {
 	})
 }
 
-// Ping checks Redis for readiness.
-func Ping(ctx context.Context, rdb *redis.Client) error {
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis: %w", err)
-	}
-	return nil
+// Check is the readiness check of a Redis client: it answers PING.
+func Check(rdb *redis.Client) ops.Check {
+	return ops.Check{Name: "redis", Ping: func(ctx context.Context) error {
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("redis: %w", err)
+		}
+		return nil
+	}}
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
+
+	"github.com/parleyhq/parley/pkg/ops"
 )
 
 //go:embed migrations/*.sql
@@ -66,6 +68,9 @@ func Open(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	}
 	return pool, nil
 }
+
+// Check is the readiness check of a pool: PostgreSQL answers.
+func Check(pool *pgxpool.Pool) ops.Check { return ops.Check{Name: "postgres", Ping: pool.Ping} }
 
 // LatestVersion is the schema version this build expects.
 func LatestVersion() (int64, error) {

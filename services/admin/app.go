@@ -56,10 +56,7 @@ func newApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func() 
 	}
 	closers = append(closers, func() { _ = nc.Drain() })
 
-	probe := ops.NewProbe(
-		ops.Check{Name: "postgres", Ping: pool.Ping},
-		ops.Check{Name: "nats", Ping: func(context.Context) error { return bus.Ping(nc) }},
-	)
+	probe := ops.NewProbe(store.Check(pool), bus.Check(nc))
 	publishFailures := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "parley_admin_invalidation_publish_failures_total",
 		Help: "Key changes committed whose cache invalidation broadcast failed (gateways catch up when their cache entry expires).",

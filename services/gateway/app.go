@@ -89,11 +89,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 		return fail(err)
 	}
 
-	probe := ops.NewProbe(
-		ops.Check{Name: "postgres", Ping: pool.Ping},
-		ops.Check{Name: "redis", Ping: func(ctx context.Context) error { return ratelimit.Ping(ctx, rdb) }},
-		ops.Check{Name: "nats", Ping: func(context.Context) error { return bus.Ping(nc) }},
-	)
+	probe := ops.NewProbe(store.Check(pool), ratelimit.Check(rdb), bus.Check(nc))
 	limiter, err := ratelimit.New(rdb, cfg.Redis, log, probe.Registry())
 	if err != nil {
 		return fail(err)

@@ -110,11 +110,7 @@ func New(ctx context.Context, lane delivery.Lane, addr string, cfg Config, log *
 		return fail(err)
 	}
 
-	probe := ops.NewProbe(
-		ops.Check{Name: "postgres", Ping: pool.Ping},
-		ops.Check{Name: "redis", Ping: func(ctx context.Context) error { return ratelimit.Ping(ctx, rdb) }},
-		ops.Check{Name: "nats", Ping: func(context.Context) error { return bus.Ping(nc) }},
-	)
+	probe := ops.NewProbe(store.Check(pool), ratelimit.Check(rdb), bus.Check(nc))
 	limiter, err := ratelimit.New(rdb, cfg.Redis, log, probe.Registry())
 	if err != nil {
 		return fail(fmt.Errorf("throughput limiter: %w", err))
