@@ -302,13 +302,22 @@ func TestAutomationTrigger(t *testing.T) {
 	}
 
 	// 404: unknown, inactive, not api, another company's.
-	inactive, _ := g.cat.CreateAutomation(ctx, catalog.NewAutomation{CompanyID: co.company.ID, Name: "off", TemplateID: &co.template.ID, MessagingAccountID: &co.account.ID})
-	event, _ := g.cat.CreateAutomation(ctx, catalog.NewAutomation{CompanyID: co.company.ID, Name: "ev", Type: catalog.TypeEvent, Active: true, TemplateID: &co.template.ID, MessagingAccountID: &co.account.ID})
+	// Each is otherwise sendable (template, connected account), so only the
+	// named reason can make it a 404.
+	inactive, err := g.cat.CreateAutomation(ctx, catalog.NewAutomation{CompanyID: co.company.ID, Name: "off", TemplateID: &co.template.ID, MessagingAccountID: &co.account.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	event, err := g.cat.CreateAutomation(ctx, catalog.NewAutomation{CompanyID: co.company.ID, Name: "ev", Type: catalog.TypeEvent, Active: true, TemplateID: &co.template.ID, MessagingAccountID: &co.account.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rival := g.provision("rival")
 	one := []string{`{"phone":"+393330000001","variables":{"order_id":"1"}}`}
 	for name, id := range map[string]int64{"unknown": 999999, "inactive": inactive.ID, "event": event.ID, "rival": rival.automation.ID} {
-		wantDetail(t, g.post("/api/automations/send", co.key, body(id, one)), 404, "Automation not found")
-		_ = name
+		t.Run(name, func(t *testing.T) {
+			wantDetail(t, g.post("/api/automations/send", co.key, body(id, one)), 404, "Automation not found")
+		})
 	}
 
 	// A disconnected account is a 422 with its own message once the change is broadcast.
