@@ -59,6 +59,16 @@ func keysCmd(e *env) *cobra.Command {
 		keysCreateCmd(e), keysListCmd(e), keysRotateCmd(e), keysRevokeCmd(e))
 }
 
+// companyKeys resolves --company and opens the key store.
+func (e *env) companyKeys(ctx context.Context, company string) (catalog.Company, *apikey.Store, error) {
+	_, co, err := e.withCompany(ctx, company)
+	if err != nil {
+		return catalog.Company{}, nil, err
+	}
+	ks, err := e.keys(ctx)
+	return co, ks, err
+}
+
 func keysCreateCmd(e *env) *cobra.Command {
 	var company string
 	c := &cobra.Command{
@@ -67,11 +77,7 @@ func keysCreateCmd(e *env) *cobra.Command {
 		Example: `  parleyctl keys create --company acme`,
 		Args:    noArgs,
 		RunE: run(func(ctx context.Context, _ []string) error {
-			_, co, err := e.withCompany(ctx, company)
-			if err != nil {
-				return err
-			}
-			ks, err := e.keys(ctx)
+			co, ks, err := e.companyKeys(ctx, company)
 			if err != nil {
 				return err
 			}
@@ -115,11 +121,7 @@ func keysRotateCmd(e *env) *cobra.Command {
 		Example: `  parleyctl keys rotate --company acme`,
 		Args:    noArgs,
 		RunE: run(func(ctx context.Context, _ []string) error {
-			_, co, err := e.withCompany(ctx, company)
-			if err != nil {
-				return err
-			}
-			ks, err := e.keys(ctx)
+			co, ks, err := e.companyKeys(ctx, company)
 			if err != nil {
 				return err
 			}
