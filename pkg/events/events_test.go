@@ -1,0 +1,96 @@
+package events_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/parleyhq/parley/pkg/events"
+	"github.com/parleyhq/parley/pkg/store/storetest"
+)
+
+func TestAppendCommitsWithItsTransaction(t *testing.T) {
+	ctx := context.Background()
+	_, pool := storetest.NewDatabase(t)
+	var company int64
+	if err := pool.QueryRow(ctx, `INSERT INTO companies (slug, name) VALUES ('acme', 'Acme') RETURNING id`).Scan(&company); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	sent := events.Event{CompanyID: company, Type: events.MessageSent, At: at,
+		Data: events.Message{BatchID: "019ab7c2-0000-7000-8000-000000000001", MessageID: 7, Phone: "+393331234567",
+			State: "sent", ProviderMessageID: "wamid.X", ChangedAt: at}}
+	failed := events.Event{ID: "019ab7c2-0000-7000-8000-0000000000ff", CompanyID: company, Type: events.MessageFailed, At: at,
+		Data: events.Message{BatchID: "019ab7c2-0000-7000-8000-000000000001", MessageID: 8, Phone: "+14155550100",
+			State: "failed", Error: &events.Error{Code: 131026, Title: "Message undeliverable"}, ChangedAt: at}}
+
+	// A rolled-back change leaves no event.
+	rollback := errors.New("roll back")
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if err := events.Append(ctx, tx, sent); err != nil {
+			return err
+		}
+		return rollback
+	})
+	if !errors.Is(err, rollback) {
+		t.Fatalf("BeginFunc = %v", err)
+	}
+	if n := count(t, pool); n != 0 {
+		t.Fatalf("%d events after a rollback, want 0", n)
+	}
+
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return events.Append(ctx, tx, sent, failed) }); err != nil {
+		t.Fatalf("append: %v", err)
+	}
+	rows, err := pool.Query(ctx, `SELECT id::text, company_id, type, occurred_at, data FROM event_outbox ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		ID      string
+		Company int64
+		Type    string
+		At      time.Time
+		Data    map[string]any
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("%d events, want 2", len(got))
+	}
+	if got[0].Type != "message.sent" || got[1].Type != "message.failed" || got[1].ID != failed.ID || got[0].ID == "" {
+		t.Fatalf("events = %+v", got)
+	}
+	if !got[0].At.Equal(at) || got[0].Company != company {
+		t.Fatalf("first event = %+v", got[0])
+	}
+	b, _ := json.Marshal(got[1].Data)
+	want := `{"batch_id":"019ab7c2-0000-7000-8000-000000000001","changed_at":"2026-11-24T10:00:00Z","error":{"code":131026,"title":"Message undeliverable"},"message_id":8,"phone":"+14155550100","state":"failed"}`
+	if string(b) != want {
+		t.Fatalf("data = %s\nwant   %s", b, want)
+	}
+}
+
+func TestAppendRefusesUnknownType(t *testing.T) {
+	err := events.Append(context.Background(), nil, events.Event{Type: "message.exploded"})
+	if err == nil {
+		t.Fatal("Append accepted an unknown type")
+	}
+}
+
+func count(t *testing.T, db interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM event_outbox`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
