@@ -332,7 +332,7 @@ func seedTemplate(ctx context.Context, cat *catalog.Store, co catalog.Company) (
 		HeaderMediaURL: demoMediaURL,
 		BodyParameters: []whatsapp.Binding{
 			{Source: "first_name", Default: "there"},
-			{Source: "variable", Name: demoVariable},
+			{Source: "variable", Name: demoVariable, Default: "your order"},
 		},
 		URLButtons: []whatsapp.URLButton{{Base: demoButtonBase, DefaultSuffix: demoButtonSuffix}},
 	}})
