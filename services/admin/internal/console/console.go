@@ -51,6 +51,7 @@ import (
 	"github.com/parleyhq/parley/services/admin/internal/accounts"
 	"github.com/parleyhq/parley/services/admin/internal/credentials"
 	"github.com/parleyhq/parley/services/admin/internal/loginthrottle"
+	"github.com/parleyhq/parley/services/admin/internal/sends"
 )
 
 //go:embed templates/*.html
@@ -64,6 +65,7 @@ const (
 	PathSignIn      = "/login"
 	PathSignOut     = "/logout"
 	PathCredentials = "/settings/integrations/credentials"
+	PathSends       = "/sends"
 )
 
 // Deps is what the console needs.
@@ -71,6 +73,7 @@ type Deps struct {
 	Users       *accounts.Store
 	Throttle    *loginthrottle.Throttle
 	Credentials *credentials.Service
+	Sends       *sends.Store
 	Sessions    *scs.SessionManager
 	Log         *zap.Logger
 	// TrustedOrigins may post forms besides the console's own origin.
@@ -166,6 +169,8 @@ func New(d Deps) (*Console, error) {
 	pagesMux.Handle("POST "+PathCredentials+"/rotate", c.requireAdmin(c.rotateKey))
 	pagesMux.Handle("GET "+PathCredentials+"/keys/{keyID}/revoke", c.requireAdmin(c.revokeConfirmPage))
 	pagesMux.Handle("POST "+PathCredentials+"/keys/{keyID}/revoke", c.requireAdmin(c.revokeKey))
+	pagesMux.Handle("GET "+PathSends, c.requireUser(c.sendsPage))
+	pagesMux.Handle("GET "+PathSends+"/{batchID}", c.requireUser(c.batchPage))
 	pagesMux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		c.renderError(w, r, http.StatusNotFound, "Page not found", "There is nothing at this address.")
 	})
