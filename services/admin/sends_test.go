@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -51,7 +52,7 @@ func (e *env) seedBatch(companyID int64, kind, source, status string, accepted t
 	for i, m := range msgs {
 		at := accepted.Add(m.At)
 		created := accepted.Add(time.Second)
-		var sent, delivered, read, failed, skipped *time.Time
+		var sent, delivered, read, failed, skipped, cancelled *time.Time
 		before := func(d time.Duration) *time.Time { t := at.Add(-d); return &t }
 		switch m.State {
 		case "sent":
@@ -64,6 +65,8 @@ func (e *env) seedBatch(companyID int64, kind, source, status string, accepted t
 			failed = &at
 		case "skipped_opt_out":
 			skipped = &at
+		case "cancelled":
+			cancelled = &at
 		}
 		updated := created
 		if m.At > time.Second {
@@ -76,10 +79,10 @@ func (e *env) seedBatch(companyID int64, kind, source, status string, accepted t
 		}
 		phone := fmt.Sprintf("+3361234%04d", i)
 		if _, err := e.Pool.Exec(ctx, `INSERT INTO messages (batch_id, seq, company_id, phone, state, error_code, error_title,
-				attempts, created_at, updated_at, sent_at, delivered_at, read_at, failed_at, skipped_at)
-			VALUES ($1, $2, $3, $4, $5::text::message_state, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+				attempts, created_at, updated_at, sent_at, delivered_at, read_at, failed_at, skipped_at, cancelled_at)
+			VALUES ($1, $2, $3, $4, $5::text::message_state, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 			id, i, companyID, phone, m.State, code, title, map[bool]int{true: 1}[sent != nil || failed != nil],
-			created, updated, sent, delivered, read, failed, skipped); err != nil {
+			created, updated, sent, delivered, read, failed, skipped, cancelled); err != nil {
 			e.t.Fatalf("seed message %d: %v", i, err)
 		}
 	}
@@ -298,4 +301,162 @@ func TestSendsTimeline(t *testing.T) {
 			}
 		}
 	}
+}
+
+// messageStates counts a batch's messages by state in the database.
+func (e *env) messageStates(batchID string) map[string]int {
+	e.t.Helper()
+	rows, err := e.Pool.Query(context.Background(), `SELECT state::text, count(*) FROM messages WHERE batch_id = $1 GROUP BY state`, batchID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		if err := rows.Scan(&s, &n); err != nil {
+			e.t.Fatal(err)
+		}
+		out[s] = n
+	}
+	if err := rows.Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+func (e *env) batchStatus(batchID string) string {
+	e.t.Helper()
+	var s string
+	if err := e.Pool.QueryRow(context.Background(), `SELECT status::text FROM batches WHERE id = $1`, batchID).Scan(&s); err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+func sameCounts(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestConsoleCancel(t *testing.T) {
+	e := newEnv(t, nil)
+	f := e.seedSends()
+	allQueued := e.seedBatch(e.CompanyID, "campaign", "/api/campaigns/send", "processing", time.Now().UTC().Add(-time.Minute), 0,
+		repeatMsg(3, fixtureMsg{State: "queued", At: time.Second}))
+	admin, member := e.browser(), e.browser()
+	admin.mustSignIn("ada@acme.example")
+	member.mustSignIn("max@acme.example")
+	cancelPath := "/sends/" + f.UnderWay + "/cancel"
+	before := e.messageStates(f.UnderWay)
+	if !sameCounts(before, map[string]int{"sent": 2, "queued": 5}) {
+		t.Fatalf("fixture: %v", before)
+	}
+	unchanged := func(what string) {
+		t.Helper()
+		if got := e.messageStates(f.UnderWay); !sameCounts(got, before) || e.batchStatus(f.UnderWay) != "processing" {
+			t.Fatalf("%s changed the batch: %v, %s", what, got, e.batchStatus(f.UnderWay))
+		}
+	}
+
+	t.Run("a member cannot cancel", func(t *testing.T) {
+		if p := member.get(cancelPath); p.Status != http.StatusForbidden || !strings.Contains(p.Body, "Cancelling a send is reserved for your company") {
+			t.Errorf("member, confirmation page: status %d", p.Status)
+		}
+		p := member.post(cancelPath, url.Values{"confirm": {"yes"}})
+		if p.Status != http.StatusForbidden || !strings.Contains(p.Body, "Only admins can do this") {
+			t.Errorf("member, cancel: status %d, want 403", p.Status)
+		}
+		unchanged("a member's cancel")
+	})
+
+	t.Run("cross-site and unconfirmed posts change nothing", func(t *testing.T) {
+		if p := admin.post(cancelPath, url.Values{"confirm": {"yes"}}, "Sec-Fetch-Site", "cross-site"); p.Status != http.StatusForbidden {
+			t.Errorf("cross-site cancel: status %d, want 403", p.Status)
+		}
+		if p := admin.post(cancelPath, nil); p.Status != http.StatusSeeOther || p.Header.Get("Location") != cancelPath {
+			t.Errorf("unconfirmed cancel: %d to %q, want 303 to the confirmation", p.Status, p.Header.Get("Location"))
+		}
+		unchanged("an unconfirmed or cross-site cancel")
+	})
+
+	t.Run("another company's or unknown batch is 404", func(t *testing.T) {
+		for _, id := range []string{f.Foreign, uuid.Must(uuid.NewV7()).String(), "nope"} {
+			if p := admin.post("/sends/"+id+"/cancel", url.Values{"confirm": {"yes"}}); p.Status != http.StatusNotFound {
+				t.Errorf("%s: status %d, want 404", id, p.Status)
+			}
+		}
+		if got := e.messageStates(f.Foreign); !sameCounts(got, map[string]int{"delivered": 4}) {
+			t.Errorf("the other company's batch: %v", got)
+		}
+	})
+
+	t.Run("an admin cancels", func(t *testing.T) {
+		p := admin.get(cancelPath)
+		if p.Status != http.StatusOK || !strings.Contains(p.Body, "5 messages not yet handed to WhatsApp will not be sent.") {
+			t.Fatalf("confirmation page: status %d\n%s", p.Status, p.Body)
+		}
+		p = admin.post(cancelPath, url.Values{"confirm": {"yes"}})
+		if p.Status != http.StatusSeeOther || p.Header.Get("Location") != "/sends/"+f.UnderWay {
+			t.Fatalf("cancel: %d to %q", p.Status, p.Header.Get("Location"))
+		}
+		if got := e.messageStates(f.UnderWay); !sameCounts(got, map[string]int{"sent": 2, "cancelled": 5}) {
+			t.Fatalf("after cancel: %v", got)
+		}
+		page := admin.get("/sends/" + f.UnderWay)
+		if !strings.Contains(page.Body, "Send cancelled: 5 messages will not be sent.") {
+			t.Error("no notice of what was cancelled")
+		}
+		if c := stateCounts(page.Body); c["cancelled"] != "5" || c["sent"] != "2" || len(c) != 2 {
+			t.Errorf("batch page counts after cancel: %v", c)
+		}
+		if strings.Contains(page.Body, `id="cancel-batch"`) || !strings.Contains(page.Body, `id="cancelled-at"`) {
+			t.Error("a cancelled batch still offers cancel, or does not say when it was cancelled")
+		}
+		// Some were sent: completed, with a cancelled count.
+		if s := e.batchStatus(f.UnderWay); s != "completed" {
+			t.Errorf("status %q, want completed", s)
+		}
+		list := admin.get("/sends")
+		if strings.Contains(list.Body, `href="/sends/`+f.UnderWay+`/cancel"`) || !strings.Contains(list.Body, "5 cancelled · 7 messages") {
+			t.Error("the Sends page still offers cancel, or does not count the cancelled messages")
+		}
+
+		// Again: nothing left to cancel.
+		p = admin.post(cancelPath, url.Values{"confirm": {"yes"}})
+		if p.Status != http.StatusSeeOther {
+			t.Fatalf("second cancel: status %d", p.Status)
+		}
+		if page := admin.get("/sends/" + f.UnderWay); !strings.Contains(page.Body, "Nothing was cancelled") {
+			t.Error("a second cancel does not say that nothing was cancelled")
+		}
+		if p := admin.get(cancelPath); p.Status != http.StatusSeeOther {
+			t.Errorf("confirmation page of a finished batch: status %d, want 303 back", p.Status)
+		}
+	})
+
+	t.Run("a batch none of whose messages was sent ends cancelled", func(t *testing.T) {
+		if p := admin.post("/sends/"+allQueued+"/cancel", url.Values{"confirm": {"yes"}}); p.Status != http.StatusSeeOther {
+			t.Fatalf("cancel: status %d", p.Status)
+		}
+		if s := e.batchStatus(allQueued); s != "cancelled" {
+			t.Fatalf("status %q, want cancelled", s)
+		}
+		list := admin.get("/sends")
+		if !strings.Contains(list.Body, `class="pill status pill-off">Cancelled`) {
+			t.Error("the Sends page does not show the cancelled status")
+		}
+		page := member.get("/sends/" + allQueued)
+		if !strings.Contains(page.Body, `id="batch-status">Cancelled`) || !strings.Contains(page.Body, `class="area area-cancelled"`) {
+			t.Error("the batch page does not show the batch cancelled, or its chart has no cancelled area")
+		}
+	})
 }

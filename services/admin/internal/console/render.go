@@ -16,7 +16,7 @@ import (
 
 // pages are the parsed templates, one set per page, each with the layout.
 type pages struct {
-	signIn, credentials, revokeConfirm, errorPage, sends, batch *template.Template
+	signIn, credentials, revokeConfirm, errorPage, sends, batch, cancelConfirm *template.Template
 }
 
 var funcs = template.FuncMap{
@@ -119,6 +119,7 @@ func parsePages() (*pages, error) {
 		"error.html":          &p.errorPage,
 		"sends.html":          &p.sends,
 		"batch.html":          &p.batch,
+		"cancel_confirm.html": &p.cancelConfirm,
 	} {
 		if *dst, err = parse(name); err != nil {
 			return nil, err

@@ -2,10 +2,14 @@ package console
 
 import (
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
-	"strconv"
+	"net/url"
 
+	"go.uber.org/zap"
+
+	"github.com/parleyhq/parley/pkg/batchctl"
 	"github.com/parleyhq/parley/services/admin/internal/sends"
 )
 
@@ -32,7 +36,7 @@ type batchView struct {
 	Bar       template.HTML
 	Chart     template.HTML
 	States    []stateCount
-	Problems  []sends.Problem
+	Problems  []batchctl.Message
 	More      string
 	CanCancel bool
 }
@@ -87,21 +91,17 @@ func (c *Console) batchPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	after := -1
-	if s := r.URL.Query().Get("after"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 {
-			c.renderError(w, r, http.StatusBadRequest, "Page not found", "This list position is not valid. Open the send again.")
-			return
-		}
-		after = n
-	}
 	tl, err := c.Sends.Timeline(r.Context(), b, timelinePoints)
 	if err != nil {
 		c.serverError(w, r, err)
 		return
 	}
-	problems, next, err := c.Sends.Problems(r.Context(), b, after, problemsPerPage)
+	problems, err := c.Sends.Problems(r.Context(), u.CompanyID, b.ID, r.URL.Query().Get("cursor"), problemsPerPage)
+	var invalid *batchctl.InvalidError
+	if errors.As(err, &invalid) {
+		c.renderError(w, r, http.StatusBadRequest, "Page not found", "This list position is not valid. Open the send again.")
+		return
+	}
 	if err != nil {
 		c.serverError(w, r, err)
 		return
@@ -111,15 +111,84 @@ func (c *Console) batchPage(w http.ResponseWriter, r *http.Request) {
 		c.serverError(w, r, err)
 		return
 	}
-	v := batchView{Batch: b, Bar: progressBar(b), Chart: timelineChart(tl), Problems: problems, CanCancel: u.IsAdmin()}
+	v := batchView{Batch: b, Bar: progressBar(b), Chart: timelineChart(tl), Problems: problems.Messages, CanCancel: u.IsAdmin()}
 	for _, st := range sends.States {
 		if n := b.Counts[st]; n > 0 {
 			s := styleOf(st)
 			v.States = append(v.States, stateCount{State: st, Label: s.Label, Color: s.Color, Count: n})
 		}
 	}
-	if next >= 0 {
-		v.More = "?after=" + strconv.Itoa(next) + "#problems"
+	if problems.NextCursor != nil {
+		v.More = "?cursor=" + url.QueryEscape(*problems.NextCursor) + "#problems"
 	}
 	c.render(w, r, http.StatusOK, c.pages.batch, view{Title: "Send " + b.ID, Nav: "sends", User: &u, Company: co, Page: v})
+}
+
+func (c *Console) cancelConfirmPage(w http.ResponseWriter, r *http.Request) {
+	u := currentUser(r.Context())
+	b, ok := c.loadBatch(w, r)
+	if !ok {
+		return
+	}
+	if !b.Cancellable() {
+		c.flash(r, false, "This send has nothing left to cancel: every message was already handed to WhatsApp or is finished.")
+		http.Redirect(w, r, PathSends+"/"+b.ID, http.StatusSeeOther)
+		return
+	}
+	co, err := c.Credentials.Company(r.Context(), u.CompanyID)
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	waiting := 0
+	for st, n := range b.Counts {
+		if sends.Waiting(st) {
+			waiting += n
+		}
+	}
+	c.render(w, r, http.StatusOK, c.pages.cancelConfirm, view{Title: "Cancel send", Nav: "sends", User: &u, Company: co,
+		Page: cancelView{Batch: b, Waiting: waiting}})
+}
+
+type cancelView struct {
+	Batch   sends.Batch
+	Waiting int
+}
+
+// cancelBatch cancels what the batch has not handed to the provider yet.
+// Admins only (requireAdmin): a member's request is 403 and changes nothing.
+func (c *Console) cancelBatch(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		c.renderError(w, r, http.StatusBadRequest, "The form could not be read", "Please go back and try again.")
+		return
+	}
+	id := r.PathValue("batchID")
+	if r.PostForm.Get("confirm") != "yes" {
+		// Cancelling cannot be undone: it happens only from the
+		// confirmation page.
+		http.Redirect(w, r, PathSends+"/"+url.PathEscape(id)+"/cancel", http.StatusSeeOther)
+		return
+	}
+	u := currentUser(r.Context())
+	res, err := c.Sends.Cancel(r.Context(), u.CompanyID, id)
+	if errors.Is(err, sends.ErrNotFound) {
+		c.renderError(w, r, http.StatusNotFound, "Send not found", "Your company has no send with this id.")
+		return
+	}
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	c.Log.Info("batch cancelled from the console", zap.Int64("company_id", u.CompanyID), zap.Int64("user_id", u.ID),
+		zap.String("batch_id", res.ID), zap.Int("cancelled", res.Cancelled))
+	switch res.Cancelled {
+	case 0:
+		c.flash(r, false, "Nothing was cancelled: every message of this send had already been handed to WhatsApp or was finished.")
+	case 1:
+		c.flash(r, true, "Send cancelled: 1 message will not be sent.")
+	default:
+		c.flash(r, true, fmt.Sprintf("Send cancelled: %d messages will not be sent.", res.Cancelled))
+	}
+	http.Redirect(w, r, PathSends+"/"+res.ID, http.StatusSeeOther)
 }

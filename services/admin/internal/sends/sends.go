@@ -14,29 +14,40 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/parleyhq/parley/pkg/batchctl"
 	"github.com/parleyhq/parley/pkg/delivery"
 )
 
 // ErrNotFound is a batch that does not exist for the company (or an id
 // that is not a batch id at all).
-var ErrNotFound = errors.New("batch not found")
+var ErrNotFound = batchctl.ErrNotFound
 
-// Message states the console knows, in the order it shows them. StateCancelled
-// is the terminal state of a message cancelled before it reached the provider.
-const StateCancelled = "cancelled"
+// StateCancelled is the terminal state of a message cancelled before it
+// reached the provider.
+const StateCancelled = string(delivery.StateCancelled)
 
 // States are every message state in display order.
-var States = []string{
-	string(delivery.StateQueued), string(delivery.StateScheduled), string(delivery.StateDeferred), string(delivery.StateSending),
-	string(delivery.StateSent), string(delivery.StateDelivered), string(delivery.StateRead),
-	string(delivery.StateFailed), string(delivery.StateSkippedOptOut), StateCancelled,
-}
+var States = func() []string {
+	out := make([]string, len(delivery.States))
+	for i, st := range delivery.States {
+		out[i] = string(st)
+	}
+	return out
+}()
 
 // waitingStates are the states of a message not yet handed to the provider:
 // what a cancel still stops.
-var waitingStates = map[string]bool{
-	string(delivery.StateQueued): true, string(delivery.StateScheduled): true, string(delivery.StateDeferred): true,
-}
+var waitingStates = func() map[string]bool {
+	out := map[string]bool{}
+	for _, st := range delivery.Cancellable {
+		out[string(st)] = true
+	}
+	return out
+}()
+
+// Waiting reports whether a message in state st is not yet handed to the
+// provider, so that a cancel would stop it.
+func Waiting(st string) bool { return waitingStates[st] }
 
 // Store reads batches.
 type Store struct {
@@ -60,6 +71,7 @@ type Batch struct {
 	AcceptedAt   time.Time
 	ScheduledAt  *time.Time
 	CompletedAt  *time.Time
+	CancelledAt  *time.Time
 	// Counts has the messages by state, only the states that have some.
 	Counts map[string]int
 }
@@ -105,14 +117,14 @@ func (b Batch) Cancellable() bool {
 }
 
 const batchColumns = `b.id::text, b.kind::text, b.source, b.status::text, COALESCE(b.error, ''), b.contact_count, b.is_forced,
-	b.accepted_at, b.scheduled_at, b.completed_at,
+	b.accepted_at, b.scheduled_at, b.completed_at, b.cancelled_at,
 	COALESCE((SELECT jsonb_object_agg(s, n) FROM (SELECT m.state::text AS s, count(*) AS n FROM messages m
 		WHERE m.batch_id = b.id GROUP BY m.state) c), '{}'::jsonb)`
 
 func scanBatch(row pgx.Row) (Batch, error) {
 	var b Batch
 	err := row.Scan(&b.ID, &b.Kind, &b.Source, &b.Status, &b.Error, &b.ContactCount, &b.IsForced,
-		&b.AcceptedAt, &b.ScheduledAt, &b.CompletedAt, &b.Counts)
+		&b.AcceptedAt, &b.ScheduledAt, &b.CompletedAt, &b.CancelledAt, &b.Counts)
 	return b, err
 }
 
@@ -179,12 +191,11 @@ var TimelineStates = []string{"waiting", "sent", "delivered", "read", "failed", 
 // its acceptance to its last message change (to now while under way).
 // Each message's state at a moment is the latest of its state times at or
 // before it: created (waiting), sent_at, delivered_at, read_at, failed_at,
-// skipped_at, and for a cancelled message the time it was last changed.
+// skipped_at, cancelled_at.
 func (s *Store) Timeline(ctx context.Context, b Batch, points int) (Timeline, error) {
 	tl := Timeline{Start: b.AcceptedAt}
 	var last *time.Time
-	err := s.db.QueryRow(ctx, `SELECT max(GREATEST(created_at, sent_at, delivered_at, read_at, failed_at, skipped_at,
-			CASE WHEN state::text = 'cancelled' THEN updated_at END))
+	err := s.db.QueryRow(ctx, `SELECT max(GREATEST(created_at, sent_at, delivered_at, read_at, failed_at, skipped_at, cancelled_at))
 		FROM messages WHERE batch_id = $1::uuid`, b.ID).Scan(&last)
 	if err != nil {
 		return tl, fmt.Errorf("timeline bounds of batch %s: %w", b.ID, err)
@@ -211,7 +222,7 @@ func (s *Store) Timeline(ctx context.Context, b Batch, points int) (Timeline, er
 			FROM messages m CROSS JOIN LATERAL (VALUES
 				(m.created_at, 'waiting', 0), (m.sent_at, 'sent', 1), (m.delivered_at, 'delivered', 2),
 				(m.read_at, 'read', 3), (m.failed_at, 'failed', 4), (m.skipped_at, 'skipped_opt_out', 4),
-				(CASE WHEN m.state::text = 'cancelled' THEN m.updated_at END, 'cancelled', 4)) AS e (at, st, ord)
+				(m.cancelled_at, 'cancelled', 4)) AS e (at, st, ord)
 			WHERE m.batch_id = $1::uuid AND e.at IS NOT NULL
 		), tr AS (
 			SELECT at, st, lag(st) OVER (PARTITION BY id ORDER BY at, ord) AS prev FROM ev
@@ -263,42 +274,19 @@ func (s *Store) Timeline(ctx context.Context, b Batch, points int) (Timeline, er
 	return tl, nil
 }
 
-// Problem is a failed or skipped message and why.
-type Problem struct {
-	Phone      string
-	State      string
-	ErrorCode  *int
-	ErrorTitle string
-	Attempts   int
-	At         time.Time
+// ProblemStates are the states the batch page lists with their reasons.
+var ProblemStates = []string{string(delivery.StateFailed), string(delivery.StateSkippedOptOut)}
+
+// Problems returns a page of the batch's failed and skipped messages, in
+// the batch's order, from cursor ("" for the first page), through
+// batchctl.Messages (the listing GET /api/batches/{id}/messages serves).
+func (s *Store) Problems(ctx context.Context, companyID int64, batchID, cursor string, limit int) (batchctl.Page, error) {
+	return batchctl.Messages(ctx, s.db, companyID, batchID, batchctl.Filter{States: ProblemStates, Limit: limit, Cursor: cursor})
 }
 
-// Problems returns up to limit of the batch's failed and skipped messages,
-// in the batch's order, after the message at position after (-1 for the
-// first page); next is the position to continue from, -1 at the end.
-func (s *Store) Problems(ctx context.Context, b Batch, after, limit int) (ps []Problem, next int, err error) {
-	rows, err := s.db.Query(ctx, `
-		SELECT seq, phone, state::text, error_code, COALESCE(error_title, ''), attempts,
-			COALESCE(failed_at, skipped_at, updated_at)
-		FROM messages WHERE batch_id = $1::uuid AND state IN ('failed', 'skipped_opt_out') AND seq > $2
-		ORDER BY seq LIMIT $3`, b.ID, after, limit+1)
-	if err != nil {
-		return nil, -1, fmt.Errorf("failed messages of batch %s: %w", b.ID, err)
-	}
-	defer rows.Close()
-	next = -1
-	for rows.Next() {
-		var seq int
-		var p Problem
-		if err := rows.Scan(&seq, &p.Phone, &p.State, &p.ErrorCode, &p.ErrorTitle, &p.Attempts, &p.At); err != nil {
-			return nil, -1, fmt.Errorf("failed messages of batch %s: %w", b.ID, err)
-		}
-		if len(ps) == limit {
-			next = after
-			break
-		}
-		ps = append(ps, p)
-		after = seq
-	}
-	return ps, next, rows.Err()
+// Cancel cancels every message of the company's batch not yet handed to
+// the provider, through batchctl.Cancel (what POST
+// /api/batches/{id}/cancel does).
+func (s *Store) Cancel(ctx context.Context, companyID int64, batchID string) (batchctl.Result, error) {
+	return batchctl.CancelAt(ctx, s.db, companyID, batchID, s.now())
 }
