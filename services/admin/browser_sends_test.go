@@ -209,5 +209,63 @@ func TestBrowserSends(t *testing.T) {
 		t.Errorf("chart summary %q (%v)", label, err)
 	}
 	shot("completed")
-	_ = ctx
+
+	// Cancel the batch under way, through its confirmation page.
+	do("open the batch under way again", chromedp.Navigate(e.URL+"/sends/"+underWay), chromedp.WaitVisible(chromedp.ID("cancel-batch")))
+	e.Clock.Advance(30 * time.Second)
+	do("open the cancel confirmation", chromedp.Click(chromedp.ID("cancel-batch")), chromedp.WaitVisible(chromedp.ID("confirm-cancel")))
+	if got := text(`#cancel-count`); got != "146 messages not yet handed to WhatsApp will not be sent." {
+		t.Fatalf("the confirmation says %q", got)
+	}
+	shot("cancel-confirm")
+	submit("confirm the cancel", `#confirm-cancel`, http.StatusOK)
+	do("the batch page after the cancel", chromedp.WaitVisible(chromedp.ID("cancelled-at")))
+	if got := text(`.alert-ok`); got != "Send cancelled: 146 messages will not be sent." {
+		t.Fatalf("notice %q", got)
+	}
+	// Some messages had been sent: completed, with a cancelled count.
+	if got := text(`#batch-status`); got != "Completed" {
+		t.Fatalf("status after the cancel %q", got)
+	}
+	for state, want := range map[string]string{"cancelled": "146", "sent": "35", "delivered": "90", "read": "25", "failed": "4"} {
+		if got := stateCount(state); got != want {
+			t.Errorf("cancelled batch: %s shows %s, want %s", state, got, want)
+		}
+	}
+	if n := count(`#state-counts li[data-state="queued"]`) + count(`#cancel-batch`); n != 0 {
+		t.Error("the cancelled batch still shows queued messages or a cancel button")
+	}
+	if n := count(`#timeline polygon.area-cancelled`); n != 1 {
+		t.Error("the chart has no cancelled area")
+	}
+	var states map[string]int
+	if states = e.messageStates(underWay); states["cancelled"] != 146 || states["queued"] != 0 || states["sent"] != 35 {
+		t.Fatalf("in the database after the cancel: %v", states)
+	}
+	shot("cancelled")
+
+	// A member: the same pages, nothing to press, a forged cancel refused.
+	submit("sign out", `.account button[type=submit]`, http.StatusOK)
+	pending := e.seedBatch(e.CompanyID, "batch", "/api/batches", "processing", now.Add(-time.Minute), 0,
+		spread(20, "queued", time.Second, time.Second, 0, ""))
+	signIn("max@acme.example")
+	do("member opens Sends", chromedp.Navigate(e.URL+"/sends"), chromedp.WaitVisible(chromedp.ID("sends")))
+	if n := count(`#sends tr.batch`); n != 4 {
+		t.Fatalf("the member's Sends page lists %d batches, want 4", n)
+	}
+	if n := count(`.cancel-link, #cancel-batch, form[action$="/cancel"]`); n != 0 {
+		t.Fatalf("a member's Sends page has %d cancel controls", n)
+	}
+	if got := text(`.notice`); !strings.Contains(got, "Only admins of Acme Retail can cancel a send.") {
+		t.Fatalf("member notice %q", got)
+	}
+	shot("member-list")
+	status, err := chromedp.Run(tab, chromedp.Evaluate[int](fmt.Sprintf(`fetch(%q, {method: "POST", body: new URLSearchParams({confirm: "yes"})}).then(r => r.status)`,
+		"/sends/"+pending+"/cancel"), chromedp.EvalAwaitPromise))
+	if err != nil || status != http.StatusForbidden {
+		t.Fatalf("a member's forged cancel: status %d, %v; want 403", status, err)
+	}
+	if got := e.messageStates(pending); got["queued"] != 20 || len(got) != 1 {
+		t.Fatalf("the member's forged cancel changed the batch: %v", got)
+	}
 }
