@@ -460,3 +460,30 @@ func TestConsoleCancel(t *testing.T) {
 		}
 	})
 }
+
+// The failed and skipped messages are listed a page at a time, with the
+// cursor of batchctl.Messages.
+func TestConsoleBatchProblemsPages(t *testing.T) {
+	e := newEnv(t, nil)
+	id := e.seedBatch(e.CompanyID, "campaign", "/api/campaigns/send", "completed", time.Now().UTC().Add(-time.Hour), 0, concat(
+		repeatMsg(30, fixtureMsg{State: "failed", At: 10 * time.Second, Code: 131026, Title: "Message undeliverable"}),
+		repeatMsg(10, fixtureMsg{State: "delivered", At: 10 * time.Second}),
+		repeatMsg(30, fixtureMsg{State: "skipped_opt_out", At: 5 * time.Second}),
+	))
+	b := e.browser()
+	b.mustSignIn("max@acme.example")
+	p := b.get("/sends/" + id)
+	rows := strings.Count(p.Body, `<tr class="problem"`)
+	m := regexp.MustCompile(`href="/sends/` + id + `\?cursor=([^"#]+)#problems" id="more-problems"`).FindStringSubmatch(p.Body)
+	if p.Status != http.StatusOK || rows != 50 || m == nil {
+		t.Fatalf("first page: status %d, %d rows, more link %v", p.Status, rows, m)
+	}
+	p2 := b.get("/sends/" + id + "?cursor=" + m[1])
+	if p2.Status != http.StatusOK || strings.Count(p2.Body, `<tr class="problem" data-state="skipped_opt_out"`) != 10 ||
+		strings.Count(p2.Body, `<tr class="problem"`) != 10 || strings.Contains(p2.Body, "more-problems") {
+		t.Fatalf("second page: status %d, %d rows", p2.Status, strings.Count(p2.Body, `<tr class="problem"`))
+	}
+	if p := b.get("/sends/" + id + "?cursor=bogus"); p.Status != http.StatusBadRequest {
+		t.Errorf("bad cursor: status %d, want 400", p.Status)
+	}
+}
