@@ -288,6 +288,21 @@ func TestSendsTimeline(t *testing.T) {
 		{"sent": 1, "failed": 1, "waiting": 1}, // 30s: sent at 30s counts, delivered at 32s not yet
 		{"read": 1, "failed": 1, "sent": 1},    // 40s
 	}
+	// A batch done within a second still has a timeline.
+	quick := e.seedBatch(e.CompanyID, "automation", "/api/automations/trigger", "completed", t0, 0,
+		[]fixtureMsg{{State: "sent", At: time.Second}})
+	if _, err := e.Pool.Exec(ctx, `UPDATE messages SET created_at = $2, sent_at = $3 WHERE batch_id = $1`,
+		quick, t0.Add(time.Microsecond), t0.Add(2*time.Microsecond)); err != nil {
+		t.Fatal(err)
+	}
+	qb, err := st.Get(ctx, e.CompanyID, quick)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qt, err := st.Timeline(ctx, qb, 60)
+	if err != nil || qt.End.Sub(qt.Start) < time.Second || qt.Counts[60]["sent"] != 1 {
+		t.Fatalf("a quick batch: %v, from %v to %v, at the end %v", err, qt.Start, qt.End, qt.Counts[60])
+	}
 	for i, w := range want {
 		g := tl.Counts[i]
 		if len(g) != len(w) {

@@ -207,13 +207,12 @@ func (s *Store) Timeline(ctx context.Context, b Batch, points int) (Timeline, er
 	if now := s.now(); b.Unfinished() && now.After(tl.End) {
 		tl.End = now
 	}
-	if !tl.End.After(tl.Start) {
+	if tl.End.Sub(tl.Start) < time.Second {
+		// A batch done within a second still gets a readable axis (and a
+		// step of whole microseconds).
 		tl.End = tl.Start.Add(time.Second)
 	}
 	step := tl.End.Sub(tl.Start) / time.Duration(points)
-	if step <= 0 {
-		step = time.Nanosecond
-	}
 	// Each transition of each message is counted in the first point at or
 	// after it: +1 to the state entered, -1 to the state left.
 	rows, err := s.db.Query(ctx, `
