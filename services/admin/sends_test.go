@@ -288,6 +288,36 @@ func TestSendsTimeline(t *testing.T) {
 		{"sent": 1, "failed": 1, "waiting": 1}, // 30s: sent at 30s counts, delivered at 32s not yet
 		{"read": 1, "failed": 1, "sent": 1},    // 40s
 	}
+	// The timeline ends on the batch's counts, whatever order the
+	// provider's callbacks came in: a failure a later delivery overrode is
+	// not shown, a failure recorded before its sent time still ends failed.
+	odd := e.seedBatch(e.CompanyID, "campaign", "/api/campaigns/send", "completed", t0, 0, []fixtureMsg{
+		{State: "delivered", At: 20 * time.Second},
+		{State: "failed", At: 10 * time.Second, Code: 131026, Title: "Message undeliverable"},
+	})
+	if _, err := e.Pool.Exec(ctx, `UPDATE messages SET failed_at = $2 WHERE batch_id = $1 AND seq = 0`, odd, t0.Add(15*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Pool.Exec(ctx, `UPDATE messages SET sent_at = $2 WHERE batch_id = $1 AND seq = 1`, odd, t0.Add(30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	ob, err := st.Get(ctx, e.CompanyID, odd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ot, err := st.Timeline(ctx, ob, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end := ot.Counts[6]; len(end) != 2 || end["delivered"] != 1 || end["failed"] != 1 {
+		t.Errorf("out-of-order callbacks: the timeline ends on %v, want delivered 1, failed 1", end)
+	}
+	for i, c := range ot.Counts {
+		if n := c["failed"]; n > 1 || (n == 1 && ot.At[i].Before(t0.Add(10*time.Second))) {
+			t.Errorf("point %d (%v): %v", i, ot.At[i].Sub(t0), c)
+		}
+	}
+
 	// A batch done within a second still has a timeline.
 	quick := e.seedBatch(e.CompanyID, "automation", "/api/automations/trigger", "completed", t0, 0,
 		[]fixtureMsg{{State: "sent", At: time.Second}})

@@ -187,16 +187,45 @@ type Timeline struct {
 // own).
 var TimelineStates = []string{"waiting", "sent", "delivered", "read", "failed", "skipped_opt_out", StateCancelled}
 
+// timelineEvents are the state changes of the messages of batch $1: (id,
+// at, st, ord), st one of TimelineStates. failed_at, skipped_at and
+// cancelled_at count only for a message now in that state (a message whose
+// failure a later delivery overrode is not shown failed). The event of a
+// message's current state is moved after its other events, and made from
+// updated_at when that state has no time, so that the timeline ends on the
+// counts the batch has now.
+const timelineEvents = `
+	WITH cur AS (
+		SELECT id, created_at, sent_at, delivered_at, read_at, updated_at,
+			CASE WHEN state = 'failed' THEN failed_at END AS failed_at,
+			CASE WHEN state = 'skipped_opt_out' THEN skipped_at END AS skipped_at,
+			CASE WHEN state::text = 'cancelled' THEN cancelled_at END AS cancelled_at,
+			CASE WHEN state IN ('queued', 'scheduled', 'deferred', 'sending') THEN 'waiting' ELSE state::text END AS st
+		FROM messages WHERE batch_id = $1::uuid
+	), ev AS (
+		SELECT c.id, e.st, e.ord,
+			CASE WHEN e.st = c.st
+				THEN GREATEST(e.at, c.created_at, c.sent_at, c.delivered_at, c.read_at, c.failed_at, c.skipped_at, c.cancelled_at)
+				ELSE e.at END AS at
+		FROM cur c CROSS JOIN LATERAL (VALUES
+			(c.created_at, 'waiting', 0), (c.sent_at, 'sent', 1), (c.delivered_at, 'delivered', 2), (c.read_at, 'read', 3),
+			(c.failed_at, 'failed', 4), (c.skipped_at, 'skipped_opt_out', 4), (c.cancelled_at, 'cancelled', 4),
+			(CASE WHEN (CASE c.st WHEN 'waiting' THEN c.created_at WHEN 'sent' THEN c.sent_at WHEN 'delivered' THEN c.delivered_at
+				WHEN 'read' THEN c.read_at WHEN 'failed' THEN c.failed_at WHEN 'skipped_opt_out' THEN c.skipped_at
+				WHEN 'cancelled' THEN c.cancelled_at END) IS NULL THEN c.updated_at END, c.st, 5)) AS e (at, st, ord)
+		WHERE e.at IS NOT NULL
+	)
+`
+
 // Timeline returns the batch's states over time at points+1 moments, from
 // its acceptance to its last message change (to now while under way).
 // Each message's state at a moment is the latest of its state times at or
 // before it: created (waiting), sent_at, delivered_at, read_at, failed_at,
-// skipped_at, cancelled_at.
+// skipped_at, cancelled_at (see timelineEvents).
 func (s *Store) Timeline(ctx context.Context, b Batch, points int) (Timeline, error) {
 	tl := Timeline{Start: b.AcceptedAt}
 	var last *time.Time
-	err := s.db.QueryRow(ctx, `SELECT max(GREATEST(created_at, sent_at, delivered_at, read_at, failed_at, skipped_at, cancelled_at))
-		FROM messages WHERE batch_id = $1::uuid`, b.ID).Scan(&last)
+	err := s.db.QueryRow(ctx, timelineEvents+`SELECT max(at) FROM ev`, b.ID).Scan(&last)
 	if err != nil {
 		return tl, fmt.Errorf("timeline bounds of batch %s: %w", b.ID, err)
 	}
@@ -215,15 +244,7 @@ func (s *Store) Timeline(ctx context.Context, b Batch, points int) (Timeline, er
 	step := tl.End.Sub(tl.Start) / time.Duration(points)
 	// Each transition of each message is counted in the first point at or
 	// after it: +1 to the state entered, -1 to the state left.
-	rows, err := s.db.Query(ctx, `
-		WITH ev AS (
-			SELECT m.id, e.at, e.st, e.ord
-			FROM messages m CROSS JOIN LATERAL (VALUES
-				(m.created_at, 'waiting', 0), (m.sent_at, 'sent', 1), (m.delivered_at, 'delivered', 2),
-				(m.read_at, 'read', 3), (m.failed_at, 'failed', 4), (m.skipped_at, 'skipped_opt_out', 4),
-				(m.cancelled_at, 'cancelled', 4)) AS e (at, st, ord)
-			WHERE m.batch_id = $1::uuid AND e.at IS NOT NULL
-		), tr AS (
+	rows, err := s.db.Query(ctx, timelineEvents+`, tr AS (
 			SELECT at, st, lag(st) OVER (PARTITION BY id ORDER BY at, ord) AS prev FROM ev
 		)
 		SELECT LEAST(GREATEST(ceil(extract(epoch FROM at - $2::timestamptz) * 1000000 / $3::float8), 0), $4)::int AS k,
