@@ -219,7 +219,7 @@ func TestConsoleSendsEndToEnd(t *testing.T) {
 	member.mustSignIn("max@acme.example")
 	list := admin.get("/sends")
 	if list.Status != http.StatusOK || !strings.Contains(list.Body, `data-batch-id="`+id+`"`) ||
-		!strings.Contains(list.Body, `class="pill status pill-warn">Sending`) || !strings.Contains(list.Body, `href="/sends/`+id+`/cancel"`) {
+		!strings.Contains(list.Body, `class="pill status pill-warn">Sending`) || !strings.Contains(list.Body, `<span class="name">Spring sale</span>`) || !strings.Contains(list.Body, `href="/sends/`+id+`/cancel"`) {
 		t.Fatalf("the Sends page does not show the campaign under way with a cancel control (status %d)", list.Status)
 	}
 	page := admin.get("/sends/" + id)

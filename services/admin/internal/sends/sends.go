@@ -61,8 +61,10 @@ func New(pool *pgxpool.Pool, now func() time.Time) *Store { return &Store{db: po
 
 // Batch is one batch as the Sends list shows it.
 type Batch struct {
-	ID           string
-	Kind         string
+	ID   string
+	Kind string
+	// Name is the campaign's or automation's name, "" for neither.
+	Name         string
 	Source       string
 	Status       string
 	Error        string
@@ -116,14 +118,16 @@ func (b Batch) Cancellable() bool {
 	return false
 }
 
-const batchColumns = `b.id::text, b.kind::text, b.source, b.status::text, COALESCE(b.error, ''), b.contact_count, b.is_forced,
+const batchColumns = `b.id::text, b.kind::text,
+	COALESCE((SELECT c.name FROM campaigns c WHERE c.id = b.campaign_id), (SELECT a.name FROM automations a WHERE a.id = b.automation_id), ''),
+	b.source, b.status::text, COALESCE(b.error, ''), b.contact_count, b.is_forced,
 	b.accepted_at, b.scheduled_at, b.completed_at, b.cancelled_at,
 	COALESCE((SELECT jsonb_object_agg(s, n) FROM (SELECT m.state::text AS s, count(*) AS n FROM messages m
 		WHERE m.batch_id = b.id GROUP BY m.state) c), '{}'::jsonb)`
 
 func scanBatch(row pgx.Row) (Batch, error) {
 	var b Batch
-	err := row.Scan(&b.ID, &b.Kind, &b.Source, &b.Status, &b.Error, &b.ContactCount, &b.IsForced,
+	err := row.Scan(&b.ID, &b.Kind, &b.Name, &b.Source, &b.Status, &b.Error, &b.ContactCount, &b.IsForced,
 		&b.AcceptedAt, &b.ScheduledAt, &b.CompletedAt, &b.CancelledAt, &b.Counts)
 	return b, err
 }
