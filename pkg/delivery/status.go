@@ -201,12 +201,15 @@ type Batch struct {
 	ScheduledAt  *time.Time `json:"scheduled_at,omitempty"`
 	AcceptedAt   time.Time  `json:"accepted_at"`
 	CompletedAt  *time.Time `json:"completed_at,omitempty"`
+	// CancelledAt is when the batch was first cancelled.
+	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
 	// Counts has every message state, zero included.
 	Counts map[State]int `json:"counts"`
 }
 
 // BatchStatus returns a company's batch with its messages counted by state;
 // another company's batch (or an unknown or malformed id) is ErrNotFound.
+// db may be a transaction.
 func BatchStatus(ctx context.Context, db DB, companyID int64, batchID string) (Batch, error) {
 	if _, err := uuid.Parse(batchID); err != nil {
 		return Batch{}, fmt.Errorf("batch %q: %w", batchID, ErrNotFound)
@@ -215,10 +218,10 @@ func BatchStatus(ctx context.Context, db DB, companyID int64, batchID string) (B
 	var status string
 	err := db.QueryRow(ctx, `
 		SELECT id::text, company_id, kind::text, source, status::text, COALESCE(error, ''), contact_count, is_forced,
-			scheduled_at, accepted_at, completed_at
+			scheduled_at, accepted_at, completed_at, cancelled_at
 		FROM batches WHERE id = $1::uuid AND company_id = $2`, batchID, companyID).
 		Scan(&b.ID, &b.CompanyID, &b.Kind, &b.Source, &status, &b.Error, &b.ContactCount, &b.IsForced,
-			&b.ScheduledAt, &b.AcceptedAt, &b.CompletedAt)
+			&b.ScheduledAt, &b.AcceptedAt, &b.CompletedAt, &b.CancelledAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Batch{}, fmt.Errorf("batch %s: %w", batchID, ErrNotFound)
 	}
@@ -235,6 +238,7 @@ func BatchStatus(ctx context.Context, db DB, companyID int64, batchID string) (B
 		return Batch{}, fmt.Errorf("count messages of batch %s: %w", batchID, err)
 	}
 	defer rows.Close()
+	total := 0
 	for rows.Next() {
 		var s string
 		var n int
@@ -242,9 +246,15 @@ func BatchStatus(ctx context.Context, db DB, companyID int64, batchID string) (B
 			return Batch{}, fmt.Errorf("count messages of batch %s: %w", batchID, err)
 		}
 		b.Counts[State(s)] = n
+		total += n
 	}
 	if err := rows.Err(); err != nil {
 		return Batch{}, fmt.Errorf("count messages of batch %s: %w", batchID, err)
+	}
+	if b.Status == BatchCancelled && total == 0 {
+		// Cancelled in the stream and not expanded yet: its messages will
+		// be created cancelled.
+		b.Counts[StateCancelled] = b.ContactCount
 	}
 	return b, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/parleyhq/parley/services/admin/internal/console"
 	"github.com/parleyhq/parley/services/admin/internal/credentials"
 	"github.com/parleyhq/parley/services/admin/internal/loginthrottle"
+	"github.com/parleyhq/parley/services/admin/internal/sends"
 )
 
 // sessionSweepInterval is how often expired console sessions are deleted.
@@ -77,6 +78,7 @@ func newApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func() 
 			PerEmail: cfg.Console.LoginMaxFailuresPerEmail, PerIP: cfg.Console.LoginMaxFailuresPerIP, Window: cfg.Console.LoginFailureWindow,
 		}, now),
 		Credentials:       creds,
+		Sends:             sends.New(pool, now),
 		Sessions:          sessions,
 		Log:               log.Named("console"),
 		TrustedOrigins:    cfg.Console.TrustedOrigins,

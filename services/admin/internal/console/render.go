@@ -16,7 +16,7 @@ import (
 
 // pages are the parsed templates, one set per page, each with the layout.
 type pages struct {
-	signIn, credentials, revokeConfirm, errorPage *template.Template
+	signIn, credentials, revokeConfirm, errorPage, sends, batch, cancelConfirm *template.Template
 }
 
 var funcs = template.FuncMap{
@@ -57,6 +57,49 @@ var funcs = template.FuncMap{
 		}
 	},
 	"graceHours": func() int { return int(apikey.GracePeriod / time.Hour) },
+	"bar":        progressBar,
+	"stateLabel": func(st string) string { return styleOf(st).Label },
+	"kindLabel": func(kind string) string {
+		switch kind {
+		case "campaign":
+			return "Campaign"
+		case "automation":
+			return "Automation"
+		case "batch":
+			return "Batch"
+		case "connector":
+			return "Connector"
+		}
+		return kind
+	},
+	"statusClass": func(status string) string {
+		switch status {
+		case "completed":
+			return "pill-ok"
+		case "failed":
+			return "pill-bad"
+		case "cancelled":
+			return "pill-off"
+		}
+		return "pill-warn"
+	},
+	"statusLabel": func(status string) string {
+		switch status {
+		case "accepted":
+			return "Accepted"
+		case "scheduled":
+			return "Scheduled"
+		case "processing":
+			return "Sending"
+		case "completed":
+			return "Completed"
+		case "failed":
+			return "Failed"
+		case "cancelled":
+			return "Cancelled"
+		}
+		return status
+	},
 }
 
 func parsePages() (*pages, error) {
@@ -74,6 +117,9 @@ func parsePages() (*pages, error) {
 		"credentials.html":    &p.credentials,
 		"revoke_confirm.html": &p.revokeConfirm,
 		"error.html":          &p.errorPage,
+		"sends.html":          &p.sends,
+		"batch.html":          &p.batch,
+		"cancel_confirm.html": &p.cancelConfirm,
 	} {
 		if *dst, err = parse(name); err != nil {
 			return nil, err
@@ -102,7 +148,9 @@ func remaining(d time.Duration) string {
 
 // view is what the layout needs, plus the page's own data.
 type view struct {
-	Title   string
+	Title string
+	// Nav is the sidebar entry of the page: "sends" or "credentials".
+	Nav     string
 	User    *accounts.User
 	Company credentials.Company
 	FlashOK string
