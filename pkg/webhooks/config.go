@@ -6,7 +6,23 @@
 //
 // The admin service (console, admin API, parleyctl) manages endpoints with
 // Store; the webhook sender reads endpoints and secrets, works on pending
-// deliveries and records attempts.
+// deliveries and records attempts. The sender's side of the contract:
+//
+//   - Subscribers(company, type) are the enabled endpoints an event goes to;
+//     a delivery is one webhook_deliveries row per (endpoint, event id),
+//     unique, with payload = MarshalBody(type, occurred_at, data).
+//   - Pending rows whose next_attempt_at has come are due: those the sender
+//     inserted, those ReplayFailed set back (attempts 0, queued_at now), and
+//     test events (SendTest: type webhook.test or a chosen one, sample data).
+//     The retry period counts from queued_at.
+//   - Each HTTP attempt: headers HeaderID (the event id), HeaderTimestamp
+//     (unix seconds), HeaderSignature = Sign(ActiveSecrets(endpoint, now),
+//     ...); then RecordAttempt (NextAttemptAt nil gives the delivery up).
+//   - Disable(endpoint, reason, last error) when it keeps failing; the
+//     console shows the reason and an admin re-enables it.
+//   - Dial only addresses Disallowed refuses not, unless
+//     Config.AllowPrivate (PARLEY_WEBHOOKS_ALLOW_PRIVATE).
+//   - Prune(now) deletes what is older than Config.AttemptRetention.
 package webhooks
 
 import (
