@@ -48,6 +48,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
+	"github.com/parleyhq/parley/pkg/webhooks"
 	"github.com/parleyhq/parley/services/admin/internal/accounts"
 	"github.com/parleyhq/parley/services/admin/internal/credentials"
 	"github.com/parleyhq/parley/services/admin/internal/loginthrottle"
@@ -71,6 +72,7 @@ type Deps struct {
 	Users       *accounts.Store
 	Throttle    *loginthrottle.Throttle
 	Credentials *credentials.Service
+	Webhooks    *webhooks.Store
 	Sessions    *scs.SessionManager
 	Log         *zap.Logger
 	// TrustedOrigins may post forms besides the console's own origin.
