@@ -267,24 +267,35 @@ func (a *API) replayEndpoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var in struct {
-		From *time.Time `json:"from"`
-		To   *time.Time `json:"to"`
+		From *string `json:"from"`
+		To   *string `json:"to"`
 	}
 	if !decode(w, r, &in) {
 		return
 	}
 	var items []validationItem
-	if in.From == nil {
-		items = append(items, validationItem{Loc: []any{"body", "from"}, Msg: "from is required (RFC 3339)", Type: "missing"})
-	}
-	if in.To == nil {
-		items = append(items, validationItem{Loc: []any{"body", "to"}, Msg: "to is required (RFC 3339)", Type: "missing"})
+	var from, to time.Time
+	for _, f := range []struct {
+		name string
+		v    *string
+		dst  *time.Time
+	}{{"from", in.From, &from}, {"to", in.To, &to}} {
+		if f.v == nil {
+			items = append(items, validationItem{Loc: []any{"body", f.name}, Msg: f.name + " is required (RFC 3339)", Type: "missing"})
+			continue
+		}
+		t, err := time.Parse(time.RFC3339, *f.v)
+		if err != nil {
+			items = append(items, fieldItem(f.name, f.name+" must be an RFC 3339 time, e.g. 2026-11-24T10:00:00Z"))
+			continue
+		}
+		*f.dst = t
 	}
 	if len(items) > 0 {
 		writeValidation(w, items...)
 		return
 	}
-	n, err := a.hooks.ReplayFailed(r.Context(), id, eid, *in.From, *in.To)
+	n, err := a.hooks.ReplayFailed(r.Context(), id, eid, from, to)
 	if err != nil {
 		a.failWebhook(w, r, err)
 		return
