@@ -33,9 +33,6 @@ export PARLEY_DEMO_PHONE_NUMBER_ID="${PARLEY_DEMO_PHONE_NUMBER_ID:-15550100001}"
 export PARLEY_DEMO_ACCESS_TOKEN="${PARLEY_DEMO_ACCESS_TOKEN:-parley-demo-access-token}"
 # The gateway verifies provider callbacks (X-Hub-Signature-256) with this secret.
 export PARLEY_WEBHOOK_APP_SECRET="${PARLEY_WEBHOOK_APP_SECRET:-parley-local-webhook-secret}"
-# Webhook endpoints may be http and on loopback, so that a local receiver
-# (the test receiver) can be added; never set this in production.
-export PARLEY_WEBHOOKS_ALLOW_PRIVATE="${PARLEY_WEBHOOKS_ALLOW_PRIVATE:-true}"
 
 STOP_TIMEOUT="${PARLEY_RUN_STOP_TIMEOUT:-15}"   # seconds between SIGTERM and SIGKILL
 START_TIMEOUT="${PARLEY_RUN_START_TIMEOUT:-30}" # seconds for every /healthz to answer
