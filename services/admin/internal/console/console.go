@@ -48,6 +48,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
+	"github.com/parleyhq/parley/pkg/webhooks"
 	"github.com/parleyhq/parley/services/admin/internal/accounts"
 	"github.com/parleyhq/parley/services/admin/internal/credentials"
 	"github.com/parleyhq/parley/services/admin/internal/loginthrottle"
@@ -74,6 +75,7 @@ type Deps struct {
 	Throttle    *loginthrottle.Throttle
 	Credentials *credentials.Service
 	Sends       *sends.Store
+	Webhooks    *webhooks.Store
 	Sessions    *scs.SessionManager
 	Log         *zap.Logger
 	// TrustedOrigins may post forms besides the console's own origin.
@@ -173,6 +175,7 @@ func New(d Deps) (*Console, error) {
 	pagesMux.Handle("GET "+PathSends+"/{batchID}", c.requireUser(c.batchPage))
 	pagesMux.Handle("GET "+PathSends+"/{batchID}/cancel", c.requireAdminFor(cancelReserved, c.cancelConfirmPage))
 	pagesMux.Handle("POST "+PathSends+"/{batchID}/cancel", c.requireAdminFor(cancelReserved, c.cancelBatch))
+	c.routeWebhooks(pagesMux)
 	pagesMux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		c.renderError(w, r, http.StatusNotFound, "Page not found", "There is nothing at this address.")
 	})
@@ -287,6 +290,7 @@ func (c *Console) requireUser(next http.HandlerFunc) http.Handler {
 const (
 	keysReserved   = "Creating, rotating and revoking the API key is reserved for your company's admins. Ask one of them if the key needs to change."
 	cancelReserved = "Cancelling a send is reserved for your company's admins. Ask one of them if this send must stop."
+	hooksReserved  = "Adding, changing and deleting webhook endpoints is reserved for your company's admins. Ask one of them if an endpoint needs to change."
 )
 
 // requireAdmin is requireUser that also refuses members with 403, whatever

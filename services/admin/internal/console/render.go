@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parleyhq/parley/pkg/apikey"
+	"github.com/parleyhq/parley/pkg/webhooks"
 	"github.com/parleyhq/parley/services/admin/internal/accounts"
 	"github.com/parleyhq/parley/services/admin/internal/credentials"
 )
@@ -17,6 +18,7 @@ import (
 // pages are the parsed templates, one set per page, each with the layout.
 type pages struct {
 	signIn, credentials, revokeConfirm, errorPage, sends, batch, cancelConfirm *template.Template
+	webhooks, webhook, webhookDelete                                           *template.Template
 }
 
 var funcs = template.FuncMap{
@@ -100,11 +102,25 @@ var funcs = template.FuncMap{
 		}
 		return status
 	},
+	"deliveryClass": deliveryClass,
+	"typesText":     typesText,
+	"overlapHours":  func() int { return int(webhooks.RotationOverlap / time.Hour) },
+	"deref": func(p *int) string {
+		if p == nil {
+			return "–"
+		}
+		return fmt.Sprint(*p)
+	},
 }
 
 func parsePages() (*pages, error) {
 	parse := func(name string) (*template.Template, error) {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name)
+		files := []string{"templates/layout.html", "templates/" + name}
+		if name == "webhooks.html" || name == "webhook.html" {
+			// The create and edit forms share their fields.
+			files = append(files, "templates/webhook_fields.html")
+		}
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, files...)
 		if err != nil {
 			return nil, fmt.Errorf("parse console template %s: %w", name, err)
 		}
@@ -120,6 +136,9 @@ func parsePages() (*pages, error) {
 		"sends.html":          &p.sends,
 		"batch.html":          &p.batch,
 		"cancel_confirm.html": &p.cancelConfirm,
+		"webhooks.html":       &p.webhooks,
+		"webhook.html":        &p.webhook,
+		"webhook_delete.html": &p.webhookDelete,
 	} {
 		if *dst, err = parse(name); err != nil {
 			return nil, err
@@ -149,7 +168,7 @@ func remaining(d time.Duration) string {
 // view is what the layout needs, plus the page's own data.
 type view struct {
 	Title string
-	// Nav is the sidebar entry of the page: "sends" or "credentials".
+	// Nav is the sidebar entry of the page: "sends", "credentials" or "webhooks".
 	Nav     string
 	User    *accounts.User
 	Company credentials.Company
