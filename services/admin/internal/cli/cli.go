@@ -228,6 +228,8 @@ Every command accepts --json and then prints only JSON on stdout.`),
 		campaignsCmd(e),
 		automationsCmd(e),
 		connectorsCmd(e),
+		contactsCmd(e),
+		optOutCmd(e),
 	)
 	return root
 }
