@@ -127,7 +127,7 @@ be in both keyword lists. An empty value (--opt-in-keywords '') empties a list.`
 	return c
 }
 
-// nonEmpty drops the empty element a flag given as '' yields.
+// nonEmpty drops the empty element a flag given as ” yields.
 func nonEmpty(in []string) []string {
 	if len(in) == 1 && strings.TrimSpace(in[0]) == "" {
 		return []string{}
