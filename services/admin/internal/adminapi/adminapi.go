@@ -12,6 +12,9 @@
 //	POST /admin/api/companies/{id}/keys/rotate          201 {"api_key": "...", "key": Key, "previous": Key}
 //	POST /admin/api/companies/{id}/keys/{key_id}/revoke 200 {"key": Key}
 //	GET  /admin/api/companies/{id}/keys/events?limit=50 200 {"events": [Event...]}
+//
+// and, with WithAddressBook, a company's opt-out words and a contact's
+// opt-out history (optout.go).
 package adminapi
 
 import (
@@ -41,6 +44,8 @@ type API struct {
 	tokenHash [sha256.Size]byte
 	enabled   bool
 	creds     *credentials.Service
+	book      AddressBook
+	exists    CompanyExists
 	log       *zap.Logger
 	mux       *http.ServeMux
 }
