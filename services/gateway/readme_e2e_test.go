@@ -80,7 +80,7 @@ func TestReadmeCurlsDeliver(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmds := readmeCommands(t, string(raw))
-	if len(cmds) < 8 {
+	if len(cmds) < 10 {
 		t.Fatalf("found only %d curl commands in the README's API section: %q", len(cmds), cmds)
 	}
 	allowed := map[string]bool{"KEY": true, "BATCH_ID": true, "SEGMENT_ID": true}
@@ -129,7 +129,8 @@ func TestReadmeCurlsDeliver(t *testing.T) {
 	idRe := regexp.MustCompile(`"batch_id":"([0-9a-f-]{36})"`)
 	segRe := regexp.MustCompile(`^\{"id":(\d+),`)
 	for _, c := range cmds {
-		line := strings.ReplaceAll(c, "http://127.0.0.1:8080", s.url)
+		// The gateway and provider-sim at the stack's addresses instead of make run's.
+		line := strings.ReplaceAll(strings.ReplaceAll(c, "http://127.0.0.1:8080", s.url), "http://127.0.0.1:9090", s.simURL)
 		cmd := exec.CommandContext(ctx, "bash", "-c", `curl() { command curl -w '\n%{http_code}' "$@"; }; `+line)
 		cmd.Env = os.Environ()
 		for k, v := range vars {
@@ -141,7 +142,9 @@ func TestReadmeCurlsDeliver(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s\n%v: %s", c, err, errOut.String())
 		}
-		body, status, _ := strings.Cut(strings.TrimSpace(string(got)), "\n")
+		out := strings.TrimSpace(string(got))
+		cut := strings.LastIndexByte(out, '\n')
+		body, status := strings.TrimSpace(out[:max(cut, 0)]), out[cut+1:]
 		if !strings.HasPrefix(status, "2") {
 			t.Fatalf("%s\nanswered %s %s", c, status, body)
 		}
@@ -155,6 +158,11 @@ func TestReadmeCurlsDeliver(t *testing.T) {
 			vars["SEGMENT_ID"] = m[1]
 		}
 		t.Logf("%s -> %s %s", c, status, body)
+	}
+	// The README's simulated STOP opted its user out.
+	var optedOut bool
+	if err := s.pool.QueryRow(ctx, `SELECT opted_out_at IS NOT NULL FROM contacts WHERE phone = '+447700900123'`).Scan(&optedOut); err != nil || !optedOut {
+		t.Fatalf("the README's STOP reply: opted out %v (%v)", optedOut, err)
 	}
 	if len(batches) < 6 {
 		t.Fatalf("%d batches accepted, want every send of the README (6)", len(batches))
