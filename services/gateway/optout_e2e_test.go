@@ -398,6 +398,13 @@ func TestSimReplyBadInput(t *testing.T) {
 	if _, ok := s.contact(co.company.ID, "+393330000401"); ok {
 		t.Fatal("a refused reply reached the gateway")
 	}
+	if rec := httpRecorder(s.sim, http.MethodPatch, "/_sim/faults", `{"stopped_marketing":["39333x"]}`); rec.status != 400 {
+		t.Fatalf("bad stopped_marketing: %d %s", rec.status, rec.body)
+	}
+	if rec := httpRecorder(s.sim, http.MethodPatch, "/_sim/faults", `{"stopped_marketing":["+39333*"]}`); rec.status != 200 ||
+		!strings.Contains(string(rec.body), `"stopped_marketing":["+39333*"]`) {
+		t.Fatalf("stopped_marketing prefix: %d %s", rec.status, rec.body)
+	}
 	set := s.sim.CallbackSettings()
 	set.URL = ""
 	if err := s.sim.SetCallbacks(set); err != nil {
