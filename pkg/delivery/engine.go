@@ -533,12 +533,16 @@ func (e *engine) failure(o outcome, m claimed, err error) outcome {
 	class := whatsapp.Classify(err)
 	var floor time.Duration
 	var pe *whatsapp.Error
-	if errors.As(err, &pe) {
+	var re *whatsapp.RenderError
+	switch {
+	case errors.As(err, &pe):
 		o.code, o.title, floor = pe.Code, pe.Title, pe.RetryAfter
 		if o.title == "" {
 			o.title = pe.Message
 		}
-	} else {
+	case errors.As(err, &re):
+		o.code, o.title = re.ErrorCode(), re.Title()
+	default:
 		o.title = err.Error()
 	}
 	attempt := m.attempts + 1

@@ -307,10 +307,14 @@ func (r *recorder) write(buf []outcome) error {
 	notBefores := make([]*time.Time, 0, n)
 	ats := make([]time.Time, 0, n)
 	touched := map[string]bool{}
+	var refused []int64
 	for _, o := range buf {
 		if o.kind == kindTouch {
 			touched[o.batchID] = true
 			continue
+		}
+		if o.kind == kindFailed && o.code == CodeUserStoppedMarketing {
+			refused = append(refused, o.id)
 		}
 		ids = append(ids, o.id)
 		claimed = append(claimed, o.claimedAt)
@@ -362,6 +366,9 @@ func (r *recorder) write(buf []outcome) error {
 			}
 		}
 		now := r.now()
+		if err := optOutRefused(ctx, tx, refused, nil, now); err != nil {
+			return err
+		}
 		if len(sent) > 0 {
 			early, err := takeBacklog(ctx, tx, sent)
 			if err != nil {

@@ -115,6 +115,11 @@ func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, 
 		Scan(&res.Applied, &res.Backlogged); err != nil {
 		return ApplyResult{}, fmt.Errorf("apply %d statuses: %w", n, err)
 	}
+	if refused := refusedWamids(rows); len(refused) > 0 {
+		if err := optOutRefused(ctx, db, nil, refused, now); err != nil {
+			return ApplyResult{}, err
+		}
+	}
 	return res, nil
 }
 
@@ -124,9 +129,24 @@ func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, 
 // arrive in. A callback for a wamid not recorded yet (the
 // provider can call back before the dispatcher commits its send) is kept in
 // provider_status_backlog and applied when the dispatcher records the wamid.
-// now is the receipt time.
+// now is the receipt time. A failed status with 131050 (the user stopped
+// marketing messages) also opts the message's contact out, in the same
+// transaction when db can begin one.
 func ApplyStatuses(ctx context.Context, db DB, updates []whatsapp.StatusUpdate, now time.Time) (ApplyResult, error) {
-	return applyStatuses(ctx, db, rowsOf(updates, now), now, true)
+	rows := rowsOf(updates, now)
+	b, ok := db.(interface {
+		Begin(ctx context.Context) (pgx.Tx, error)
+	})
+	if !ok || len(refusedWamids(rows)) == 0 {
+		return applyStatuses(ctx, db, rows, now, true)
+	}
+	var res ApplyResult
+	err := pgx.BeginFunc(ctx, b, func(tx pgx.Tx) error {
+		var err error
+		res, err = applyStatuses(ctx, tx, rows, now, true)
+		return err
+	})
+	return res, err
 }
 
 // takeBacklog removes and returns the backlogged statuses of wamids that
