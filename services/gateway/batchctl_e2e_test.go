@@ -123,6 +123,7 @@ func TestCancelDuringALargeCampaign(t *testing.T) {
 	if c["cancelled"] != cancelled || handed+c["cancelled"] != n || c["failed"] != 0 {
 		t.Fatalf("after the cancel: counts %v, the cancel said %d", c, cancelled)
 	}
+	t.Logf("cancelled %d while under way; %d had been handed to the provider (counts %v)", cancelled, handed, c)
 	// The provider's view, recipient by recipient.
 	var got int64
 	for _, p := range phones {
