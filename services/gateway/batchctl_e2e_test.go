@@ -358,6 +358,39 @@ func TestMessagesCursorWhileStatesChange(t *testing.T) {
 		t.Fatalf("listed %d of 600", len(seen))
 	}
 	t.Logf("states seen while paging: %v", states)
+
+	// Paging through the queued ones while they leave that state: an offset
+	// would skip some; the cursor lists each at most once, each in the
+	// state asked for, and every message still queued afterwards (it matched
+	// throughout) was listed.
+	listed := map[string]bool{}
+	for _, m := range s.listMessages(co.key, id, url.Values{"state": {"queued"}, "limit": {"7"}}) {
+		p := m["phone"].(string)
+		if listed[p] || m["state"] != "queued" {
+			t.Fatalf("%s listed twice, or in state %v", p, m["state"])
+		}
+		listed[p] = true
+	}
+	rows, err := s.pool.Query(context.Background(), `SELECT phone FROM messages WHERE batch_id = $1 AND state = 'queued'`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	still := 0
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			t.Fatal(err)
+		}
+		still++
+		if !listed[p] {
+			t.Fatalf("%s was queued throughout but not listed", p)
+		}
+	}
+	rows.Close()
+	t.Logf("listed %d queued messages; %d still queued afterwards", len(listed), still)
+	if still == 0 {
+		t.Log("every message left the queue while paging: the check above proved nothing this time")
+	}
 	s.waitBatch(co.key, id, 20*time.Second, completed)
 	// The outcome of a delivered message, with its times.
 	list := s.listMessages(co.key, id, url.Values{"state": {"delivered,read"}, "limit": {"1000"}})
