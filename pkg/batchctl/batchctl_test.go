@@ -293,3 +293,39 @@ func TestMessagesPagesWhileStatesChange(t *testing.T) {
 		t.Fatalf("foreign cursor: %v", err)
 	}
 }
+
+// TestConcurrentCancels: cancels racing each other cancel every message
+// once between them, and one of them records the batch.cancelled event.
+func TestConcurrentCancels(t *testing.T) {
+	f := newFixture(t)
+	b := f.campaignBatch(200, nil)
+	f.expand(b)
+	const n = 8
+	got := make(chan int, n)
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			res, err := batchctl.CancelAt(f.ctx, f.pool, f.comp.ID, b.BatchId, f.now)
+			errs <- err
+			got <- res.Cancelled
+		}()
+	}
+	total, nonzero := 0, 0
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+		c := <-got
+		total += c
+		if c > 0 {
+			nonzero++
+		}
+	}
+	if total != 200 || nonzero != 1 {
+		t.Fatalf("cancels counted %d in total, %d of them non-zero; want 200 by one", total, nonzero)
+	}
+	var events int
+	if err := f.pool.QueryRow(f.ctx, `SELECT count(*) FROM event_outbox WHERE type = 'batch.cancelled'`).Scan(&events); err != nil || events != 1 {
+		t.Fatalf("batch.cancelled events: %d, %v", events, err)
+	}
+}
