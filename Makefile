@@ -20,6 +20,18 @@ STATICCHECK_VERSION := v0.8.2
 PROTOC_GEN_GO_VERSION := v1.36.12
 STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)
 PROTOC_GEN_GO := $(BIN)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
+# The one NATS version (README "NATS versions"): the tests embed it
+# (pkg/go.mod), the drills and compose-smoke run this binary, and
+# docker-compose.yml and deploy/k8s name the image nats:<version>-alpine.
+# pkg/deploycheck fails when they disagree.
+NATS_SERVER_VERSION := v2.15.2
+NATS_SERVER := $(BIN)/nats-server-$(NATS_SERVER_VERSION)
+# v5.8.3 needs Go 1.27; the machines have 1.26.
+KUSTOMIZE_VERSION := v5.8.2
+KUSTOMIZE := $(BIN)/kustomize-$(KUSTOMIZE_VERSION)
+# Only for machines whose Docker has no compose plugin (Debian's docker.io).
+COMPOSE_VERSION := v2.40.3
+DOCKER_COMPOSE := $(BIN)/docker-compose-$(COMPOSE_VERSION)
 # The generated code records the protoc version; Debian 12's is 3.21.12.
 PROTOC_VERSION := 3.21.12
 PROTOC ?= protoc
@@ -88,6 +100,25 @@ $(PROTOC_GEN_GO):
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	  GOWORK=off GOBIN=$$tmp go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION) && mkdir -p $(BIN) && mv $$tmp/protoc-gen-go $@
 
+# Static (CGO_ENABLED=0): the offline nats image copies it into a scratch image.
+$(NATS_SERVER):
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	  CGO_ENABLED=0 GOWORK=off GOBIN=$$tmp go install -ldflags='-s -w' github.com/nats-io/nats-server/v2@$(NATS_SERVER_VERSION) && mkdir -p $(BIN) && mv $$tmp/nats-server $@
+
+$(KUSTOMIZE):
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	  GOWORK=off GOBIN=$$tmp go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION) && mkdir -p $(BIN) && mv $$tmp/kustomize $@
+
+# Its go.mod has exclude directives, so go install refuses it: build it in
+# the downloaded module (read-only, the binary goes to bin/).
+$(DOCKER_COMPOSE):
+	@dir=$$(GOWORK=off GOFLAGS=-mod=mod go mod download -json github.com/docker/compose/v2@$(COMPOSE_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	  mkdir -p $(BIN) && cd "$$dir" && CGO_ENABLED=0 GOWORK=off GOFLAGS=-buildvcs=false go build -trimpath -ldflags='-s -w -X github.com/docker/compose/v2/internal.Version=$(COMPOSE_VERSION)' -o $@ ./cmd
+
+.PHONY: tools
+tools: $(NATS_SERVER) $(KUSTOMIZE) ## build the pinned nats-server and kustomize into bin/
+	@echo "$(NATS_SERVER)"; echo "$(KUSTOMIZE)"
+
 # Running the stack, load tests and fault drills (run, bench-*, drill-*)
 # go below this line.
 
@@ -131,3 +162,8 @@ bench-delivery: ## load test: msg/s through one dispatcher (latency 0 and 100 ms
 .PHONY: drill-segment-50k
 drill-segment-50k: ## a campaign to a 50,000-contact segment through the gateway, the campaign dispatcher and provider-sim (prints 202 -> last receipt, messages/s)
 	@cd services/gateway && go test -tags drill -run '^TestDrillSegment50k$$' -count=1 -timeout 30m -v .
+
+# README "NATS versions and sync_interval" quotes its figures.
+.PHONY: bench-nats-sync
+bench-nats-sync: $(NATS_SERVER) ## JetStream publish msgs/s and p50/p99 with sync_interval default vs always (the pinned nats-server, file storage)
+	@cd pkg && go run ./bus/cmd/jetstream-sync-bench -nats-server $(NATS_SERVER)
