@@ -52,9 +52,12 @@ test: ## run every module's tests with -race against the local servers
 	@for m in $(TOOL_MODULES); do echo "== $$m"; (cd $$m && GOWORK=off go test -race -count=1 ./...); done
 
 .PHONY: compose-check
-compose-check: ## check docker-compose.yml, the Dockerfile and deploy/k8s against the code
-	@echo "== pkg/deploycheck"; cd pkg && go test -count=1 ./deploycheck/
-	@for m in $(SERVICES); do echo "== $$m"; (cd $$m && go test -count=1 -run '^(TestComposeService|TestKubernetesWorkload)$$' ./internal/config/); done
+# With PARLEY_KUSTOMIZE set, deploycheck renders deploy/k8s with the pinned
+# kustomize and the services' workload checks read the rendered objects.
+compose-check: $(KUSTOMIZE) ## check docker-compose.yml, the Dockerfile and deploy/k8s (as kustomize build renders it) against the code
+	@echo "== kustomize build deploy/k8s"; $(KUSTOMIZE) build deploy/k8s >/dev/null
+	@echo "== pkg/deploycheck"; cd pkg && PARLEY_KUSTOMIZE=$(KUSTOMIZE) go test -count=1 ./deploycheck/
+	@for m in $(SERVICES); do echo "== $$m"; (cd $$m && PARLEY_KUSTOMIZE=$(KUSTOMIZE) go test -count=1 -run '^(TestComposeService|TestKubernetesWorkload)$$' ./internal/config/); done
 
 .PHONY: lint
 lint: $(STATICCHECK) ## gofmt, go vet and staticcheck on every module
