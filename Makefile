@@ -130,8 +130,8 @@ run: ## build, start the local servers if stopped, migrate, seed the demo compan
 	@bash deploy/local/run.sh
 
 .PHONY: run-check
-run-check: ## make run on private ports and servers: demo key and every /healthz within 60 s, clean Ctrl-C
-	@bash deploy/local/run-check.sh
+run-check: $(NATS_SERVER) ## make run on private ports and servers: demo key and every /healthz within 60 s, clean Ctrl-C
+	@PARLEY_NATS_SERVER=$(NATS_SERVER) bash deploy/local/run-check.sh
 
 .PHONY: bench-gateway
 bench-gateway: ## load test: the floor, then the gateway at 10 and 1000 contacts per request (prints req/s, contacts/s, p50, p99)
@@ -170,3 +170,15 @@ drill-segment-50k: ## a campaign to a 50,000-contact segment through the gateway
 .PHONY: bench-nats-sync
 bench-nats-sync: $(NATS_SERVER) ## JetStream publish msgs/s and p50/p99 with sync_interval default vs always (the pinned nats-server, file storage)
 	@cd pkg && go run ./bus/cmd/jetstream-sync-bench -nats-server $(NATS_SERVER)
+
+# Docker Compose, started (README "Docker Compose"). offline-images is only
+# for machines that reach no image registry (this project's): it builds
+# stand-ins under the names docker-compose.yml and the Dockerfile use.
+.PHONY: offline-images compose-smoke
+offline-images: $(NATS_SERVER) ## OFFLINE MACHINES ONLY: build stand-in images (debootstrap Debian, postgres, redis, nats, distroless, golang) under the compose file's names; skips existing ones
+	@NATS_SERVER=$(NATS_SERVER) bash deploy/offline-images.sh
+# Docker's compose plugin when it has one, else the pinned compose of bin/.
+compose-smoke: ## docker compose up --wait, seed, a campaign through the gateway, --scale campaign-dispatcher=3 with 10,000 contacts (0 lost, 0 duplicated at provider-sim), down -v
+	@if docker compose version >/dev/null 2>&1; then compose="docker compose"; \
+	  else $(MAKE) -s $(DOCKER_COMPOSE) && compose=$(DOCKER_COMPOSE); fi; \
+	  COMPOSE="$$compose" bash deploy/compose-smoke.sh
