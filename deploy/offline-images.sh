@@ -25,8 +25,9 @@
 #                            FROM scratch: passwd/group with nonroot
 #                            (65532), CA certificates, tzdata, /tmp
 #   golang:<v>-bookworm      the Debian base with this machine's Go
-#                            toolchain (/usr/local/go); its version must
-#                            match the Dockerfile's GO_VERSION
+#                            toolchain (/usr/local/go) and its local CAs
+#                            (/usr/local/share/ca-certificates); its version
+#                            must match the Dockerfile's GO_VERSION
 #
 # Idempotent: an image that exists is skipped (FORCE=1 rebuilds them all).
 # Needs root (debootstrap) and a running dockerd. Usage:
@@ -198,11 +199,16 @@ if have "$GO_IMAGE"; then
 else
 	fresh_ctx
 	cp -a "$GOROOT_DIR" "$work/ctx/go"
+	# This machine's own CAs (a TLS-inspecting egress proxy, for one):
+	# the build downloads modules from the Go module proxy as the host does.
+	mkdir -p "$work/ctx/local-ca"
+	cp /usr/local/share/ca-certificates/*.crt "$work/ctx/local-ca/" 2>/dev/null || true
 	build "$GO_IMAGE" <<EOF
 FROM $BASE_IMAGE
-# ca-certificates: the build downloads modules from the Go module proxy.
 RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ca-certificates git >/dev/null \\
  && rm -rf /var/lib/apt/lists/*
+COPY local-ca/ /usr/local/share/ca-certificates/
+RUN update-ca-certificates >/dev/null
 COPY go /usr/local/go
 ENV GOLANG_VERSION=${host_go#go} GOTOOLCHAIN=local GOPATH=/go PATH=/go/bin:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 WORKDIR /go
