@@ -78,8 +78,13 @@ trap finish EXIT
 phase "docker compose build"
 compose build --quiet
 
+# Every long-running service (their dependencies, migrate included, come
+# with them). Not seed: --wait counts a one-shot that exited as a failure
+# unless another service waits for it; it runs next, as a command.
+LONG_RUNNING=(postgres redis nats gateway admin campaign-dispatcher automation-dispatcher provider-sim)
+
 phase "docker compose up --wait"
-compose up -d --wait --wait-timeout 180
+compose up -d --wait --wait-timeout 180 "${LONG_RUNNING[@]}"
 
 phase "seed"
 seed=$(compose run --rm --no-deps -T seed seed --json 2>/dev/null)
@@ -152,7 +157,7 @@ wait_accepted 3
 count 3 0
 
 phase "up --scale campaign-dispatcher=3"
-compose up -d --wait --wait-timeout 120 --scale campaign-dispatcher=3
+compose up -d --wait --wait-timeout 120 --scale campaign-dispatcher=3 "${LONG_RUNNING[@]}"
 replicas=$(compose ps --status running --format '{{.Service}}' | grep -cx campaign-dispatcher || true)
 [ "$replicas" -eq 3 ] || fail "$replicas campaign-dispatcher containers running, want 3"
 echo "campaign-dispatcher replicas running: $replicas"
