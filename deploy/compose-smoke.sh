@@ -173,3 +173,12 @@ echo "accepted by the gateway: $CONTACTS contacts in $((CONTACTS / 1000)) reques
 wait_accepted "$CONTACTS"
 echo "delivered to provider-sim in $((SECONDS - start))s after the first request"
 count "$CONTACTS" 1000
+# Each replica's share, from its own /metrics (container addresses answer
+# from the host on Linux; elsewhere this prints "?").
+for id in $(compose ps -q campaign-dispatcher); do
+	name=$(docker inspect --format '{{.Name}}' "$id")
+	ip=$(docker inspect --format '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}' "$id" | awk '{print $1}')
+	sent=$(curl -fsS --max-time 3 "http://$ip:8082/metrics" 2>/dev/null |
+		awk '/^parley_delivery_messages_total\{.*outcome="sent"/ { n += $NF } END { print n + 0 }') || sent="?"
+	echo "  ${name#/}: sent $sent"
+done
