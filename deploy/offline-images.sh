@@ -66,7 +66,7 @@ if [ "${NATS_IMAGE#nats:}" != "${nats_version}-alpine" ]; then
 	echo "$NATS_SERVER is v$nats_version but docker-compose.yml names $NATS_IMAGE" >&2
 	exit 1
 fi
-if ! file -b "$NATS_SERVER" | grep -q 'statically linked'; then
+if command -v file >/dev/null && ! file -b "$NATS_SERVER" | grep -q 'statically linked'; then
 	echo "$NATS_SERVER is not statically linked (build it with CGO_ENABLED=0: make tools)" >&2
 	exit 1
 fi
