@@ -29,6 +29,11 @@ const (
 	portHigh = 7199
 )
 
+// testTimeout bounds each Redis call of the cluster and sentinel
+// configurations: generous, so that a loaded CI machine does not turn a slow
+// answer into a fallback the tests count (a dead node refuses at once).
+const testTimeout = 500 * time.Millisecond
+
 // requireRedisServer skips t when redis-server is not installed, unless
 // RequireEnv is set.
 func requireRedisServer(t testing.TB) {
@@ -193,7 +198,7 @@ func (c *Cluster) Addrs() string {
 // Config returns a cluster-mode configuration with a test key prefix.
 func (c *Cluster) Config() ratelimit.RedisConfig {
 	return ratelimit.RedisConfig{Mode: ratelimit.ModeCluster, Addr: c.Addrs(),
-		KeyPrefix: "parleytest:" + randomHex(6) + ":", Timeout: 50 * time.Millisecond}
+		KeyPrefix: "parleytest:" + randomHex(6) + ":", Timeout: testTimeout}
 }
 
 // NodeOf returns the node that serves key's slot (as set up: a third of the

@@ -86,7 +86,7 @@ func (s *Sentinel) Addrs() string {
 // Config returns a sentinel-mode configuration with a test key prefix.
 func (s *Sentinel) Config() ratelimit.RedisConfig {
 	return ratelimit.RedisConfig{Mode: ratelimit.ModeSentinel, Addr: s.Addrs(), MasterName: SentinelMaster,
-		KeyPrefix: "parleytest:" + randomHex(6) + ":", Timeout: 50 * time.Millisecond}
+		KeyPrefix: "parleytest:" + randomHex(6) + ":", Timeout: testTimeout}
 }
 
 // MasterAddr is the master's address as the first sentinel reports it.
