@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,16 +90,37 @@ func (s *Sentinel) Config() ratelimit.RedisConfig {
 		KeyPrefix: "parleytest:" + randomHex(6) + ":", Timeout: testTimeout}
 }
 
-// MasterAddr is the master's address as the first sentinel reports it.
-func (s *Sentinel) MasterAddr() string {
+// MasterAddrs is the master's address as each sentinel reports it.
+func (s *Sentinel) MasterAddrs() []string {
 	s.t.Helper()
-	rdb := s.Sentinels[0].client()
-	defer rdb.Close()
-	v, err := rdb.Do(context.Background(), "sentinel", "get-master-addr-by-name", SentinelMaster).StringSlice()
-	if err != nil || len(v) != 2 {
-		s.t.Fatalf("ratelimittest: SENTINEL GET-MASTER-ADDR-BY-NAME: %v %v", v, err)
+	out := make([]string, len(s.Sentinels))
+	for i, sn := range s.Sentinels {
+		rdb := sn.client()
+		v, err := rdb.Do(context.Background(), "sentinel", "get-master-addr-by-name", SentinelMaster).StringSlice()
+		_ = rdb.Close()
+		if err != nil || len(v) != 2 {
+			s.t.Fatalf("ratelimittest: SENTINEL GET-MASTER-ADDR-BY-NAME on %s: %v %v", sn.Addr(), v, err)
+		}
+		out[i] = v[0] + ":" + v[1]
 	}
-	return v[0] + ":" + v[1]
+	return out
+}
+
+// WaitMaster waits (up to 10 s) until every sentinel names addr as the
+// master: the sentinel that led a failover tells the others a moment later.
+func (s *Sentinel) WaitMaster(addr string) {
+	s.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := s.MasterAddrs()
+		if !slices.ContainsFunc(got, func(a string) bool { return a != addr }) {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("ratelimittest: sentinels name %q as master, want %s", got, addr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // WaitReplicated waits until the replica has everything the master wrote.
