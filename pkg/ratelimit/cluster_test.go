@@ -209,3 +209,18 @@ func TestClusterMasterKilledFallsBack(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestClusterPipelineEveryCallerGetsItsOwnReply: the limiter's pipelines,
+// whose commands name keys on every master, are split by node and every
+// caller still gets its own reply; a script new to the nodes goes through
+// NOSCRIPT and EVAL on each.
+func TestClusterPipelineEveryCallerGetsItsOwnReply(t *testing.T) {
+	c := ratelimittest.NewCluster(t)
+	cfg := c.Config()
+	everyCallerGetsItsOwnReply(t, cfg, 30, 100)
+	for _, n := range c.Nodes {
+		if len(n.Keys(cfg.KeyPrefix)) == 0 {
+			t.Fatalf("node %s got none of the 30 keys: the pipelines did not span the masters", n.Addr())
+		}
+	}
+}
