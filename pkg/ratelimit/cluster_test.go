@@ -86,6 +86,7 @@ func TestClusterLimitsStayExact(t *testing.T) {
 	}
 	wg.Wait()
 	for i, co := range companies {
+		t.Logf("company %d on master %s: %d of 40 allowed, %d decided locally", co, c.Nodes[i].Addr(), got[i].allowed, got[i].local)
 		if got[i].allowed != 10 || got[i].local != 0 {
 			t.Errorf("company %d (node %s): %d of 40 allowed, %d answered locally; want 10 by Redis", co, c.Nodes[i].Addr(), got[i].allowed, got[i].local)
 		}
@@ -179,7 +180,11 @@ func TestClusterMasterKilledFallsBack(t *testing.T) {
 
 	// The dead master's companies keep an exact limit, per process.
 	lim := ratelimit.Every(10, time.Hour)
-	if a, lo := burst(l, ratelimit.CompanyKey(companies[victim], "campaigns_send"), lim, 40); a != 10 || lo != 40 {
+	t.Logf("master %s killed mid-run: %d calls, %d refused, %d of the dead master's company's decided locally; fallbacks %v",
+		c.Nodes[victim].Addr(), calls.Load(), refused.Load(), localVictim.Load(), fallbacks(t, reg))
+	a, lo := burst(l, ratelimit.CompanyKey(companies[victim], "campaigns_send"), lim, 40)
+	t.Logf("dead master's company: %d of 40 allowed, %d decided locally", a, lo)
+	if a != 10 || lo != 40 {
 		t.Fatalf("dead master's company: %d of 40 allowed, %d locally; want 10, all locally", a, lo)
 	}
 	// The live masters still answer: once the breaker probes with one of
