@@ -17,6 +17,7 @@ import (
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/contacts"
+	"github.com/parleyhq/parley/pkg/ratelimit"
 )
 
 // claimSQL takes up to $4 due messages of one account, oldest first,
@@ -445,14 +446,18 @@ func (e *engine) claim(ctx context.Context, accountID int64, n int, now time.Tim
 }
 
 // throttleKey is the throughput limiter's key of an account, shared by both
-// lanes and every replica: the provider's limit is per phone number.
-func throttleKey(accountID int64) string { return "account:" + strconv.FormatInt(accountID, 10) }
+// lanes and every replica: the provider's limit is per phone number. It
+// carries the company's hash tag, so that in a Redis Cluster it sits in the
+// slot of the company's request limits.
+func throttleKey(acct catalog.MessagingAccount) string {
+	return ratelimit.CompanyKey(acct.CompanyID, "account:"+strconv.FormatInt(acct.ID, 10))
+}
 
 // dispatch waits for the account's throughput tokens and starts each send
 // as its token comes. On shutdown the messages not started go back to the
 // queue untouched.
 func (e *engine) dispatch(ctx context.Context, acct catalog.MessagingAccount, msgs []claimed) {
-	left, _ := e.throttle.WaitEach(ctx, throttleKey(acct.ID), acct.ThroughputPerSecond, len(msgs), func(granted int) {
+	left, _ := e.throttle.WaitEach(ctx, throttleKey(acct), acct.ThroughputPerSecond, len(msgs), func(granted int) {
 		for _, m := range msgs[:granted] {
 			e.launch(acct, m)
 		}

@@ -39,6 +39,20 @@ type harness struct {
 	sim     *whatsappsim.Sim
 	client  *whatsapp.Client
 	limiter *ratelimit.Limiter
+	// throttleKeys records the keys the dispatchers asked the limiter for.
+	throttleKeys sync.Map
+}
+
+// recordingThrottle is the harness's limiter, noting each key it is asked
+// for.
+type recordingThrottle struct {
+	*ratelimit.Limiter
+	keys *sync.Map
+}
+
+func (r recordingThrottle) WaitEach(ctx context.Context, key string, perSecond, n int, use func(granted int)) (int, error) {
+	r.keys.Store(key, true)
+	return r.Limiter.WaitEach(ctx, key, perSecond, n, use)
 }
 
 func newHarness(t *testing.T) *harness {
@@ -113,7 +127,7 @@ type runningDispatcher struct {
 func (h *harness) start(lane Lane, cfg Config) *runningDispatcher {
 	h.t.Helper()
 	d, err := New(lane, cfg, Deps{
-		Pool: h.pool, JS: h.js, Bus: h.busCfg, Catalog: h.cat, Sender: h.client, Throttle: h.limiter,
+		Pool: h.pool, JS: h.js, Bus: h.busCfg, Catalog: h.cat, Sender: h.client, Throttle: recordingThrottle{h.limiter, &h.throttleKeys},
 		Clock: h.clock.Now, Log: zaptest.NewLogger(h.t, zaptest.Level(zap.WarnLevel)), Registry: prometheus.NewRegistry(),
 	})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/contacts"
+	"github.com/parleyhq/parley/pkg/ratelimit"
 )
 
 // The endpoints the spec names without payloads: segments, campaign to a
@@ -462,11 +463,11 @@ func TestStaticRoutesWin(t *testing.T) {
 func ptr(s string) *string { return &s }
 
 // resetLimit empties a company's bucket of a route in Redis (the limiter
-// keeps it at <prefix>rate:req:<route>:<company>), so that a test can send
-// again at once.
+// keeps it at <prefix>rate:req:{c:<company>}:<route>), so that a test can
+// send again at once.
 func (g *gw) resetLimit(route string, companyID int64) {
 	g.t.Helper()
-	key := g.redis.KeyPrefix + "rate:req:" + route + ":" + strconv.FormatInt(companyID, 10)
+	key := g.redis.RequestKey(ratelimit.CompanyKey(companyID, route))
 	n, err := redisClient(g.t, g).Del(context.Background(), key).Result()
 	if err != nil || n != 1 {
 		g.t.Fatalf("reset limit %s: %d %v", key, n, err)

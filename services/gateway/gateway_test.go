@@ -425,6 +425,12 @@ func TestRedisDownFallsBack(t *testing.T) {
 	if r := g.post("/api/campaigns/send", g.provision("b").key, campaignBody(co.campaign.ID, "+393331234567"), "Idempotency-Key", "x"); r.status != 503 {
 		t.Fatalf("idempotency with Redis down: %d %s", r.status, r.body)
 	}
+	// The gateway stays ready (it serves, with per-replica limits) and says
+	// what it lacks.
+	r = g.do("GET", "/readyz", "", nil)
+	if r.status != 200 || r.json(t)["status"] != "ready" || !strings.Contains(string(r.body), `"degraded":{"redis":`) {
+		t.Fatalf("/readyz with Redis down: %d %s, want 200 naming redis as degraded", r.status, r.body)
+	}
 }
 
 func TestBodyLimitsAndShapes(t *testing.T) {

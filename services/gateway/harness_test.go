@@ -274,7 +274,7 @@ func (g *gw) lastBatch(subject string) *jetstream.RawStreamMsg {
 	return m
 }
 
-func redisClient(t *testing.T, g *gw) *redis.Client {
+func redisClient(t *testing.T, g *gw) redis.UniversalClient {
 	t.Helper()
 	rdb := ratelimit.NewRedisClient(g.redis)
 	t.Cleanup(func() { _ = rdb.Close() })
