@@ -168,6 +168,11 @@ func (d deliveryRecords) ApplyStatuses(ctx context.Context, updates []whatsapp.S
 	return err
 }
 
+func (d deliveryRecords) ReceiveMessages(ctx context.Context, msgs []whatsapp.InboundMessage) (int, error) {
+	res, err := delivery.ReceiveMessages(ctx, d.pool, msgs, d.now())
+	return res.Ignored, err
+}
+
 func (a *app) run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", a.server.HTTP.Addr)
 	if err != nil {

@@ -27,7 +27,8 @@ import (
 // gateway harness's database, NATS and Redis, sharing its clock.
 type stack struct {
 	*gw
-	sim *whatsappsim.Sim
+	sim    *whatsappsim.Sim
+	simURL string
 }
 
 func newStack(t *testing.T) *stack {
@@ -89,7 +90,7 @@ func newStack(t *testing.T) *stack {
 			}
 		})
 	}
-	return &stack{gw: g, sim: sim}
+	return &stack{gw: g, sim: sim, simURL: srv.URL}
 }
 
 // serve provisions a tenant whose account the simulator accepts.

@@ -228,6 +228,9 @@ Every command accepts --json and then prints only JSON on stdout.`),
 		campaignsCmd(e),
 		automationsCmd(e),
 		connectorsCmd(e),
+		webhooksCmd(e),
+		contactsCmd(e),
+		optOutCmd(e),
 	)
 	return root
 }

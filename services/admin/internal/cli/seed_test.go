@@ -105,7 +105,7 @@ func TestSeedIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantBody := []whatsapp.Binding{{Source: "first_name", Default: "there"}, {Source: "variable", Name: "order_id"}}
+	wantBody := []whatsapp.Binding{{Source: "first_name", Default: "there"}, {Source: "variable", Name: "order_id", Default: "your order"}}
 	if tpl.HeaderKind != whatsapp.HeaderImage || tpl.HeaderMediaURL == "" || !slices.Equal(tpl.BodyParameters, wantBody) || len(tpl.URLButtons) != 1 {
 		t.Fatalf("template %+v", tpl)
 	}

@@ -10,13 +10,15 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parleyhq/parley/pkg/apikey"
+	"github.com/parleyhq/parley/pkg/webhooks"
 	"github.com/parleyhq/parley/services/admin/internal/accounts"
 	"github.com/parleyhq/parley/services/admin/internal/credentials"
 )
 
 // pages are the parsed templates, one set per page, each with the layout.
 type pages struct {
-	signIn, credentials, revokeConfirm, errorPage *template.Template
+	signIn, credentials, revokeConfirm, errorPage, sends, batch, cancelConfirm *template.Template
+	webhooks, webhook, webhookDelete                                           *template.Template
 }
 
 var funcs = template.FuncMap{
@@ -57,11 +59,68 @@ var funcs = template.FuncMap{
 		}
 	},
 	"graceHours": func() int { return int(apikey.GracePeriod / time.Hour) },
+	"bar":        progressBar,
+	"stateLabel": func(st string) string { return styleOf(st).Label },
+	"kindLabel": func(kind string) string {
+		switch kind {
+		case "campaign":
+			return "Campaign"
+		case "automation":
+			return "Automation"
+		case "batch":
+			return "Batch"
+		case "connector":
+			return "Connector"
+		}
+		return kind
+	},
+	"statusClass": func(status string) string {
+		switch status {
+		case "completed":
+			return "pill-ok"
+		case "failed":
+			return "pill-bad"
+		case "cancelled":
+			return "pill-off"
+		}
+		return "pill-warn"
+	},
+	"statusLabel": func(status string) string {
+		switch status {
+		case "accepted":
+			return "Accepted"
+		case "scheduled":
+			return "Scheduled"
+		case "processing":
+			return "Sending"
+		case "completed":
+			return "Completed"
+		case "failed":
+			return "Failed"
+		case "cancelled":
+			return "Cancelled"
+		}
+		return status
+	},
+	"deliveryClass": deliveryClass,
+	"typesText":     typesText,
+	"overlapHours":  func() int { return int(webhooks.RotationOverlap / time.Hour) },
+	"deref": func(p *int) string {
+		if p == nil {
+			return "–"
+		}
+		return fmt.Sprint(*p)
+	},
 }
 
 func parsePages() (*pages, error) {
 	parse := func(name string) (*template.Template, error) {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name)
+		files := []string{"templates/layout.html", "templates/" + name}
+		if name == "webhooks.html" || name == "webhook.html" {
+			// The create and edit forms share their fields.
+			files = append(files, "templates/webhook_fields.html")
+		}
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, files...)
 		if err != nil {
 			return nil, fmt.Errorf("parse console template %s: %w", name, err)
 		}
@@ -74,6 +133,12 @@ func parsePages() (*pages, error) {
 		"credentials.html":    &p.credentials,
 		"revoke_confirm.html": &p.revokeConfirm,
 		"error.html":          &p.errorPage,
+		"sends.html":          &p.sends,
+		"batch.html":          &p.batch,
+		"cancel_confirm.html": &p.cancelConfirm,
+		"webhooks.html":       &p.webhooks,
+		"webhook.html":        &p.webhook,
+		"webhook_delete.html": &p.webhookDelete,
 	} {
 		if *dst, err = parse(name); err != nil {
 			return nil, err
@@ -102,7 +167,9 @@ func remaining(d time.Duration) string {
 
 // view is what the layout needs, plus the page's own data.
 type view struct {
-	Title   string
+	Title string
+	// Nav is the sidebar entry of the page: "sends", "credentials" or "webhooks".
+	Nav     string
 	User    *accounts.User
 	Company credentials.Company
 	FlashOK string
