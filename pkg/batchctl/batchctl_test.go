@@ -32,6 +32,7 @@ type fixture struct {
 	comp  catalog.Company
 	other catalog.Company
 	camp  catalog.Campaign
+	auto  catalog.Automation
 }
 
 var seq atomic.Int64
@@ -66,6 +67,10 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	if f.camp, err = f.cat.CreateCampaign(ctx, f.comp.ID, "Summer", tpl.ID, acct.ID); err != nil {
+		t.Fatal(err)
+	}
+	if f.auto, err = f.cat.CreateAutomation(ctx, catalog.NewAutomation{CompanyID: f.comp.ID, Name: "Shipped", Active: true,
+		TemplateID: &tpl.ID, MessagingAccountID: &acct.ID}); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -292,5 +297,81 @@ func TestMessagesPagesWhileStatesChange(t *testing.T) {
 	var inv *batchctl.InvalidError
 	if _, err := batchctl.Messages(f.ctx, f.pool, f.comp.ID, other.BatchId, batchctl.Filter{Cursor: filter.Cursor}); !errors.As(err, &inv) {
 		t.Fatalf("foreign cursor: %v", err)
+	}
+}
+
+// TestConcurrentCancels: cancels racing each other cancel every message
+// once between them, and one of them records the batch.cancelled event.
+func TestConcurrentCancels(t *testing.T) {
+	f := newFixture(t)
+	b := f.campaignBatch(200, nil)
+	f.expand(b)
+	const n = 8
+	got := make(chan int, n)
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			res, err := batchctl.CancelAt(f.ctx, f.pool, f.comp.ID, b.BatchId, f.now)
+			errs <- err
+			got <- res.Cancelled
+		}()
+	}
+	total, nonzero := 0, 0
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+		c := <-got
+		total += c
+		if c > 0 {
+			nonzero++
+		}
+	}
+	if total != 200 || nonzero != 1 {
+		t.Fatalf("cancels counted %d in total, %d of them non-zero; want 200 by one", total, nonzero)
+	}
+	var events int
+	if err := f.pool.QueryRow(f.ctx, `SELECT count(*) FROM event_outbox WHERE type = 'batch.cancelled'`).Scan(&events); err != nil || events != 1 {
+		t.Fatalf("batch.cancelled events: %d, %v", events, err)
+	}
+}
+
+// TestCancelPendingOfEveryKind: automation triggers and batch sends
+// cancelled in the stream are expanded cancelled too.
+func TestCancelPendingOfEveryKind(t *testing.T) {
+	f := newFixture(t)
+	newID := func() string { id, _ := uuid.NewV7(); return id.String() }
+	auto := &sendsv1.AutomationBatch{BatchId: newID(), CompanyId: f.comp.ID, AutomationId: f.auto.ID,
+		Contacts: []*sendsv1.AutomationContact{{Phone: "+14155550001"}, {Phone: "+14155550002"}}, AcceptedAt: timestamppb.New(f.now)}
+	msgs := &sendsv1.MessageBatch{BatchId: newID(), CompanyId: f.comp.ID, AcceptedAt: timestamppb.New(f.now),
+		Messages: []*sendsv1.BatchMessage{{Phone: "+14155550003", CampaignId: f.camp.ID}, {Phone: "+14155550004", CampaignId: 999999}}}
+	for _, c := range []struct {
+		id     string
+		kind   bus.BatchKind
+		n      int
+		expand func() (delivery.Expansion, error)
+	}{
+		{auto.BatchId, "automation", 2, func() (delivery.Expansion, error) { return f.exp.Automation(f.ctx, auto) }},
+		{msgs.BatchId, "batch", 2, func() (delivery.Expansion, error) { return f.exp.Messages(f.ctx, msgs) }},
+	} {
+		res, err := batchctl.CancelPending(f.ctx, f.pool, delivery.Batch{ID: c.id, CompanyID: f.comp.ID, Kind: c.kind,
+			Source: "api:test", ContactCount: c.n, AcceptedAt: f.now}, f.now)
+		if err != nil || res.Cancelled != c.n {
+			t.Fatalf("%s: %+v, %v", c.kind, res, err)
+		}
+		exp, err := c.expand()
+		if err != nil || exp.Due {
+			t.Fatalf("%s: expand %+v, %v", c.kind, exp, err)
+		}
+		st, err := delivery.BatchStatus(f.ctx, f.pool, f.comp.ID, c.id)
+		if err != nil || st.Status != delivery.BatchCancelled {
+			t.Fatalf("%s: %+v, %v", c.kind, st, err)
+		}
+		got := f.states(c.id)
+		// The entry whose campaign does not exist fails, saying why; the
+		// rest are cancelled.
+		if c.kind == "batch" && (got["cancelled"] != 1 || got["failed"] != 1) || c.kind == "automation" && got["cancelled"] != 2 {
+			t.Fatalf("%s: states %v", c.kind, got)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -104,11 +105,18 @@ func completeBatches(ctx context.Context, tx pgx.Tx, batches []string, now time.
 		return nil
 	}
 	sort.Strings(batches)
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM batches WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`, batches); err != nil {
+	rows, err := tx.Query(ctx, `SELECT cancelled_at IS NOT NULL FROM batches WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`, batches)
+	if err != nil {
 		return fmt.Errorf("lock batches: %w", err)
 	}
-	if _, err := tx.Exec(ctx, cancelQueuedSQL, batches, now); err != nil {
-		return fmt.Errorf("cancel requeued messages: %w", err)
+	flags, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	if err != nil {
+		return fmt.Errorf("lock batches: %w", err)
+	}
+	if slices.Contains(flags, true) {
+		if _, err := tx.Exec(ctx, cancelQueuedSQL, batches, now); err != nil {
+			return fmt.Errorf("cancel requeued messages: %w", err)
+		}
 	}
 	if _, err := tx.Exec(ctx, completeSQL, batches, now); err != nil {
 		return fmt.Errorf("complete batches: %w", err)
