@@ -162,7 +162,7 @@ func appendCancelled(ctx context.Context, tx pgx.Tx, b delivery.Batch, now time.
 		counts[string(s)] = n
 	}
 	return events.Append(ctx, tx, events.Event{CompanyID: b.CompanyID, Type: events.BatchCancelled, At: now,
-		Data: events.Batch{BatchID: b.ID, Kind: b.Kind, Status: string(b.Status), Counts: counts, ChangedAt: now}})
+		Data: events.Batch{BatchID: b.ID, Kind: string(b.Kind), Status: string(b.Status), Counts: counts, ChangedAt: now}})
 }
 
 // retry runs fn in a transaction, again when PostgreSQL chose it as a

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/parleyhq/parley/pkg/batchctl"
+	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
@@ -198,7 +199,7 @@ func TestCancelNothingSentIsCancelled(t *testing.T) {
 func TestCancelPendingThenExpand(t *testing.T) {
 	f := newFixture(t)
 	b := f.campaignBatch(6, nil)
-	pending := delivery.Batch{ID: b.BatchId, CompanyID: f.comp.ID, Kind: "campaign", Source: b.Source, ContactCount: 6, AcceptedAt: f.now}
+	pending := delivery.Batch{ID: b.BatchId, CompanyID: f.comp.ID, Kind: "campaign", Source: bus.ParseSource(b.Source), ContactCount: 6, AcceptedAt: f.now}
 	res, err := batchctl.CancelPending(f.ctx, f.pool, pending, f.now)
 	if err != nil || res.Cancelled != 6 || res.Status != delivery.BatchCancelled || res.Counts[delivery.StateCancelled] != 6 {
 		t.Fatalf("pending cancel: %+v, %v", res, err)
@@ -345,9 +346,10 @@ func TestCancelPendingOfEveryKind(t *testing.T) {
 	msgs := &sendsv1.MessageBatch{BatchId: newID(), CompanyId: f.comp.ID, AcceptedAt: timestamppb.New(f.now),
 		Messages: []*sendsv1.BatchMessage{{Phone: "+14155550003", CampaignId: f.camp.ID}, {Phone: "+14155550004", CampaignId: 999999}}}
 	for _, c := range []struct {
-		id, kind string
-		n        int
-		expand   func() (delivery.Expansion, error)
+		id     string
+		kind   bus.BatchKind
+		n      int
+		expand func() (delivery.Expansion, error)
 	}{
 		{auto.BatchId, "automation", 2, func() (delivery.Expansion, error) { return f.exp.Automation(f.ctx, auto) }},
 		{msgs.BatchId, "batch", 2, func() (delivery.Expansion, error) { return f.exp.Messages(f.ctx, msgs) }},

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/contacts"
@@ -78,8 +78,8 @@ func NewExpander(pool *pgxpool.Pool, cat Catalog, now Clock) *Expander {
 type batchRow struct {
 	id             string
 	companyID      int64
-	kind           string
-	source         string
+	kind           bus.BatchKind
+	source         bus.Source
 	campaignID     *int64
 	automationID   *int64
 	segmentID      *int64
@@ -89,18 +89,6 @@ type batchRow struct {
 	idempotencyKey *string
 	acceptedAt     time.Time
 	overrides      []byte
-}
-
-// kindOf reads the batch kind from what asked for it ("connector:shopify",
-// "api:batch_send", "api:campaigns/send").
-func kindOf(lane Lane, source string) string {
-	switch {
-	case strings.HasPrefix(source, "connector:"):
-		return "connector"
-	case strings.HasPrefix(source, "api:batch"):
-		return "batch"
-	}
-	return string(lane)
 }
 
 // acceptedAt is when the gateway accepted a batch, or now for a batch that
@@ -236,19 +224,15 @@ func (x *Expander) Campaign(ctx context.Context, b *sendsv1.CampaignBatch) (Expa
 	if b.GetCompanyId() <= 0 {
 		return Expansion{}, reject("batch %s has no company", b.GetBatchId())
 	}
-	phones := make([]string, 0, len(b.GetPhones()))
-	seen := make(map[string]bool, len(b.GetPhones()))
-	for _, p := range b.GetPhones() {
-		n, ok := phone.Normalize(p)
-		if !ok {
-			return Expansion{}, reject("batch %s: phone %d is not E.164", b.GetBatchId(), len(phones)+1)
-		}
-		// The gateway removes duplicates; one that slips through still gets
-		// a single message.
-		if !seen[n] {
-			seen[n] = true
-			phones = append(phones, n)
-		}
+	// The gateway removes duplicates (phone.FirstOfEach); one that slips
+	// through still gets a single message.
+	_, phones, bad := phone.FirstOfEach(b.GetPhones(), phone.Itself)
+	if bad >= 0 {
+		return Expansion{}, reject("batch %s: phone %d is not E.164", b.GetBatchId(), bad+1)
+	}
+	kind, source, err := bus.DescribeBatch(b)
+	if err != nil {
+		return Expansion{}, err
 	}
 	now := x.now()
 	var failure string
@@ -270,12 +254,8 @@ func (x *Expander) Campaign(ctx context.Context, b *sendsv1.CampaignBatch) (Expa
 			failure = fmt.Sprintf("messaging account %d of campaign %d is disconnected", acct.ID, camp.ID)
 		}
 	}
-	source := b.GetSource()
-	if source == "" {
-		source = "api:campaigns/send"
-	}
 	row := batchRow{
-		id: b.GetBatchId(), companyID: b.GetCompanyId(), kind: kindOf(LaneCampaign, source), source: source,
+		id: b.GetBatchId(), companyID: b.GetCompanyId(), kind: kind, source: source,
 		contactCount: len(phones), isForced: b.GetIsForced(), idempotencyKey: optional(b.GetIdempotencyKey()),
 		acceptedAt: acceptedAt(b.GetAcceptedAt(), now),
 	}
@@ -378,7 +358,8 @@ type messageOverrides struct {
 // then one message per contact is queued now with bypass_rules (no opt-out,
 // no delivery hours) and the trigger's personalisation and media/URL
 // overrides (a contact's own image_url/video_url win over the request's).
-// A phone given twice gets one message, with its entries merged in order.
+// A phone given twice gets one message, its first entry's (the gateway's
+// rule, phone.FirstOfEach, applied again as a safety net).
 func (x *Expander) Automation(ctx context.Context, b *sendsv1.AutomationBatch) (Expansion, error) {
 	if _, err := uuid.Parse(b.GetBatchId()); err != nil {
 		return Expansion{}, reject("batch id %q is not a UUID", b.GetBatchId())
@@ -390,19 +371,15 @@ func (x *Expander) Automation(ctx context.Context, b *sendsv1.AutomationBatch) (
 		up contacts.Upsert
 		ov messageOverrides
 	}
-	var order []string
-	entries := map[string]*entry{}
-	for i, c := range b.GetContacts() {
-		p, ok := phone.Normalize(c.GetPhone())
-		if !ok {
-			return Expansion{}, reject("batch %s: contact %d's phone is not E.164", b.GetBatchId(), i+1)
-		}
-		e := entries[p]
-		if e == nil {
-			e = &entry{up: contacts.Upsert{Phone: p}, ov: messageOverrides{Variables: map[string]string{}}}
-			entries[p] = e
-			order = append(order, p)
-		}
+	kept, order, bad := phone.FirstOfEach(b.GetContacts(), (*sendsv1.AutomationContact).GetPhone)
+	if bad >= 0 {
+		return Expansion{}, reject("batch %s: contact %d's phone is not E.164", b.GetBatchId(), bad+1)
+	}
+	entries := make(map[string]*entry, len(order))
+	for i, c := range kept {
+		p := order[i]
+		e := &entry{up: contacts.Upsert{Phone: p}, ov: messageOverrides{Variables: map[string]string{}}}
+		entries[p] = e
 		if c.FirstName != nil && *c.FirstName != "" {
 			e.up.FirstName, e.ov.FirstName = c.FirstName, *c.FirstName
 		}
@@ -434,9 +411,9 @@ func (x *Expander) Automation(ctx context.Context, b *sendsv1.AutomationBatch) (
 	case !au.AccountConnected:
 		failure = fmt.Sprintf("messaging account %d of automation %d is disconnected", *au.MessagingAccountID, au.ID)
 	}
-	source := b.GetSource()
-	if source == "" {
-		source = "api:automations/send"
+	kind, source, err := bus.DescribeBatch(b)
+	if err != nil {
+		return Expansion{}, err
 	}
 	reqOv := messageOverrides{ImageURL: b.GetImageUrl(), VideoURL: b.GetVideoUrl(), URL: b.GetUrl(), URL2: b.GetUrl2()}
 	var batchOv []byte
@@ -446,7 +423,7 @@ func (x *Expander) Automation(ctx context.Context, b *sendsv1.AutomationBatch) (
 		}
 	}
 	row := batchRow{
-		id: b.GetBatchId(), companyID: b.GetCompanyId(), kind: kindOf(LaneAutomation, source), source: source,
+		id: b.GetBatchId(), companyID: b.GetCompanyId(), kind: kind, source: source,
 		contactCount: len(order), isForced: true, idempotencyKey: optional(b.GetIdempotencyKey()),
 		acceptedAt: acceptedAt(b.GetAcceptedAt(), now), overrides: batchOv,
 	}

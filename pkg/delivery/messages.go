@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/phone"
@@ -98,8 +99,9 @@ func (t *targets) account(ctx context.Context, id int64) (string, error) {
 }
 
 // Messages expands a message batch (batch send, or a connector send to a
-// campaign): one campaign-lane message per entry, in order, duplicates
-// included, each for its campaign's template and account or for the
+// campaign): one campaign-lane message per number, in order (the first entry
+// of each: the gateway's rule, phone.FirstOfEach, applied again as a safety
+// net), each for its campaign's template and account or for the
 // template and account it names, with its personalisation and media/URL
 // overrides, queued now or scheduled for scheduled_at; bypass_rules is
 // is_forced. The address book is not changed: the message is linked to the
@@ -116,20 +118,16 @@ func (x *Expander) Messages(ctx context.Context, b *sendsv1.MessageBatch) (Expan
 	if b.GetCompanyId() <= 0 {
 		return Expansion{}, reject("batch %s has no company", b.GetBatchId())
 	}
-	n := len(b.GetMessages())
-	phones := make([]string, n)
-	for i, m := range b.GetMessages() {
-		p, ok := phone.Normalize(m.GetPhone())
-		if !ok {
-			return Expansion{}, reject("batch %s: message %d's phone is not E.164", b.GetBatchId(), i+1)
-		}
-		phones[i] = p
+	msgs, phones, bad := phone.FirstOfEach(b.GetMessages(), (*sendsv1.BatchMessage).GetPhone)
+	if bad >= 0 {
+		return Expansion{}, reject("batch %s: message %d's phone is not E.164", b.GetBatchId(), bad+1)
 	}
+	n := len(msgs)
 	now := x.now()
 	tg := &targets{cat: x.cat, companyID: b.GetCompanyId(), campaigns: map[int64]target{},
 		templates: map[int64]string{}, accounts: map[int64]string{}}
 	resolved := make([]target, n)
-	for i, m := range b.GetMessages() {
+	for i, m := range msgs {
 		var err error
 		if m.GetCampaignId() != 0 {
 			resolved[i], err = tg.campaign(ctx, m.GetCampaignId())
@@ -141,12 +139,12 @@ func (x *Expander) Messages(ctx context.Context, b *sendsv1.MessageBatch) (Expan
 		}
 	}
 
-	source := b.GetSource()
-	if source == "" {
-		source = "api:batch_send"
+	kind, source, err := bus.DescribeBatch(b)
+	if err != nil {
+		return Expansion{}, err
 	}
 	row := batchRow{
-		id: b.GetBatchId(), companyID: b.GetCompanyId(), kind: kindOf(LaneCampaign, source), source: source,
+		id: b.GetBatchId(), companyID: b.GetCompanyId(), kind: kind, source: source,
 		contactCount: n, isForced: b.GetIsForced(), idempotencyKey: optional(b.GetIdempotencyKey()),
 		acceptedAt: acceptedAt(b.GetAcceptedAt(), now),
 	}
@@ -169,7 +167,7 @@ func (x *Expander) Messages(ctx context.Context, b *sendsv1.MessageBatch) (Expan
 	failed := 0
 	var wake []int64
 	woken := map[int64]bool{}
-	for i, m := range b.GetMessages() {
+	for i, m := range msgs {
 		r := resolved[i]
 		seqs[i] = int32(i)
 		if r.accountID != 0 {
@@ -204,7 +202,7 @@ func (x *Expander) Messages(ctx context.Context, b *sendsv1.MessageBatch) (Expan
 	}
 
 	var out Expansion
-	err := x.inTx(ctx, func(tx pgx.Tx) error {
+	err = x.inTx(ctx, func(tx pgx.Tx) error {
 		fresh, cancelled, err := lockBatch(ctx, tx, row)
 		if err != nil || !fresh {
 			out = Expansion{Result: ResultRedelivered}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 )
 
@@ -210,17 +211,17 @@ func SweepBacklog(ctx context.Context, db interface {
 
 // Batch is a send batch with its messages counted by state.
 type Batch struct {
-	ID           string     `json:"batch_id"`
-	CompanyID    int64      `json:"company_id"`
-	Kind         string     `json:"kind"`
-	Source       string     `json:"source"`
-	Status       BatchState `json:"status"`
-	Error        string     `json:"error,omitempty"`
-	ContactCount int        `json:"contacts"`
-	IsForced     bool       `json:"is_forced"`
-	ScheduledAt  *time.Time `json:"scheduled_at,omitempty"`
-	AcceptedAt   time.Time  `json:"accepted_at"`
-	CompletedAt  *time.Time `json:"completed_at,omitempty"`
+	ID           string        `json:"batch_id"`
+	CompanyID    int64         `json:"company_id"`
+	Kind         bus.BatchKind `json:"kind"`
+	Source       bus.Source    `json:"source"`
+	Status       BatchState    `json:"status"`
+	Error        string        `json:"error,omitempty"`
+	ContactCount int           `json:"contacts"`
+	IsForced     bool          `json:"is_forced"`
+	ScheduledAt  *time.Time    `json:"scheduled_at,omitempty"`
+	AcceptedAt   time.Time     `json:"accepted_at"`
+	CompletedAt  *time.Time    `json:"completed_at,omitempty"`
 	// CancelledAt is when the batch was first cancelled.
 	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
 	// Counts has every message state, zero included.
@@ -235,12 +236,12 @@ func BatchStatus(ctx context.Context, db DB, companyID int64, batchID string) (B
 		return Batch{}, fmt.Errorf("batch %q: %w", batchID, ErrNotFound)
 	}
 	var b Batch
-	var status string
+	var status, source string
 	err := db.QueryRow(ctx, `
 		SELECT id::text, company_id, kind::text, source, status::text, COALESCE(error, ''), contact_count, is_forced,
 			scheduled_at, accepted_at, completed_at, cancelled_at
 		FROM batches WHERE id = $1::uuid AND company_id = $2`, batchID, companyID).
-		Scan(&b.ID, &b.CompanyID, &b.Kind, &b.Source, &status, &b.Error, &b.ContactCount, &b.IsForced,
+		Scan(&b.ID, &b.CompanyID, &b.Kind, &source, &status, &b.Error, &b.ContactCount, &b.IsForced,
 			&b.ScheduledAt, &b.AcceptedAt, &b.CompletedAt, &b.CancelledAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Batch{}, fmt.Errorf("batch %s: %w", batchID, ErrNotFound)
@@ -248,7 +249,7 @@ func BatchStatus(ctx context.Context, db DB, companyID int64, batchID string) (B
 	if err != nil {
 		return Batch{}, fmt.Errorf("load batch %s: %w", batchID, err)
 	}
-	b.Status = BatchState(status)
+	b.Status, b.Source = BatchState(status), bus.ParseSource(source) // recorded with a legacy spelling: canonical
 	b.Counts = make(map[State]int, len(States))
 	for _, s := range States {
 		b.Counts[s] = 0

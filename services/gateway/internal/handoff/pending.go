@@ -66,17 +66,20 @@ func (p *Pending) Batch(ctx context.Context, companyID int64, batchID string) (d
 	return delivery.Batch{}, delivery.ErrNotFound
 }
 
+// decodePending reads a batch waiting on subject. Its kind and source are
+// bus.DescribeBatch's, as the dispatcher that records it decides them.
 func decodePending(companyID int64, subject string, data []byte, cfg bus.Config) (delivery.Batch, error) {
 	b := delivery.Batch{CompanyID: companyID, Status: delivery.BatchAccepted, Counts: map[delivery.State]int{}}
 	for _, s := range delivery.States {
 		b.Counts[s] = 0
 	}
+	var msg proto.Message
 	var err error
 	switch {
 	case strings.HasPrefix(subject, cfg.CampaignSubject(companyID)+"."):
-		var m sendsv1.CampaignBatch
-		if err = proto.Unmarshal(data, &m); err == nil {
-			b.ID, b.Kind, b.Source, b.IsForced = m.BatchId, "campaign", m.Source, m.IsForced
+		m := &sendsv1.CampaignBatch{}
+		if err = proto.Unmarshal(data, m); err == nil {
+			b.ID, b.IsForced = m.BatchId, m.IsForced
 			b.ContactCount = len(m.Phones)
 			if m.SegmentId != 0 {
 				b.ContactCount = int(m.SegmentSize)
@@ -87,28 +90,31 @@ func decodePending(companyID int64, subject string, data []byte, cfg bus.Config)
 				b.ScheduledAt = &t
 			}
 		}
+		msg = m
 	case strings.HasPrefix(subject, cfg.AutomationSubject(companyID)+"."):
-		var m sendsv1.AutomationBatch
-		if err = proto.Unmarshal(data, &m); err == nil {
-			b.ID, b.Kind, b.Source, b.IsForced = m.BatchId, "automation", m.Source, true
+		m := &sendsv1.AutomationBatch{}
+		if err = proto.Unmarshal(data, m); err == nil {
+			b.ID, b.IsForced = m.BatchId, true
 			b.ContactCount, b.AcceptedAt = len(m.Contacts), m.AcceptedAt.AsTime()
 		}
+		msg = m
 	default:
-		var m sendsv1.MessageBatch
-		if err = proto.Unmarshal(data, &m); err == nil {
-			b.ID, b.Kind, b.Source, b.IsForced = m.BatchId, "batch", m.Source, m.IsForced
+		m := &sendsv1.MessageBatch{}
+		if err = proto.Unmarshal(data, m); err == nil {
+			b.ID, b.IsForced = m.BatchId, m.IsForced
 			b.ContactCount, b.AcceptedAt = len(m.Messages), m.AcceptedAt.AsTime()
 			if m.ScheduledAt != nil {
 				t := m.ScheduledAt.AsTime()
 				b.ScheduledAt = &t
 			}
 		}
+		msg = m
+	}
+	if err == nil {
+		b.Kind, b.Source, err = bus.DescribeBatch(msg)
 	}
 	if err != nil {
 		return delivery.Batch{}, fmt.Errorf("decode pending batch on %s: %w", subject, err)
-	}
-	if strings.HasPrefix(b.Source, "connector:") {
-		b.Kind = "connector"
 	}
 	return b, nil
 }
