@@ -111,7 +111,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 
 	records := deliveryRecords{pool: pool, pending: handoff.NewPending(pub.JetStream(), cfg.NATS), now: now}
 	segs := segments.NewStore(pool, now)
-	if cfg.WebhookAppSecret == "parley-local-webhook-secret" {
+	if whatsapp.IsDevAppSecret(cfg.WebhookAppSecret) {
 		log.Warn("PARLEY_WEBHOOK_APP_SECRET is the local development secret: set the Meta app secret in production")
 	}
 
