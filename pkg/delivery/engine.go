@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
+	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/contacts"
@@ -274,7 +275,7 @@ func (e *engine) sweep(ctx context.Context) {
 	if err != nil && ctx.Err() == nil {
 		e.warn("sweep", zap.Error(err))
 	}
-	if _, _, err := SweepBacklog(qctx, e.pool, now); err != nil && ctx.Err() == nil {
+	if _, _, err := batchview.SweepBacklog(qctx, e.pool, now); err != nil && ctx.Err() == nil {
 		e.warn("sweep status backlog", zap.Error(err))
 	}
 	var waiting int64

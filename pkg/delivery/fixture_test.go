@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
@@ -219,9 +220,9 @@ func (f *fixture) messages(batchID string) []messageRow {
 	return out
 }
 
-func (f *fixture) batch(id string) Batch {
+func (f *fixture) batch(id string) batchview.Batch {
 	f.t.Helper()
-	b, err := BatchStatus(f.ctx, f.pool, f.company.ID, id)
+	b, err := batchview.BatchStatus(f.ctx, f.pool, f.company.ID, id)
 	if err != nil {
 		f.t.Fatal(err)
 	}

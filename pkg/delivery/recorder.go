@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
+
+	"github.com/parleyhq/parley/pkg/batchview"
 )
 
 // outcomeKind is what became of one claim.
@@ -390,17 +392,11 @@ func (r *recorder) write(buf []outcome) error {
 			}
 		}
 		now := r.now()
-		if err := optOutRefused(ctx, tx, refused, nil, now); err != nil {
+		if err := batchview.OptOutRefused(ctx, tx, refused, nil, now); err != nil {
 			return err
 		}
-		if len(sent) > 0 {
-			early, err := takeBacklog(ctx, tx, sent)
-			if err != nil {
-				return err
-			}
-			if _, err := applyStatuses(ctx, tx, early, now, false); err != nil {
-				return err
-			}
+		if err := batchview.ApplyBacklog(ctx, tx, sent, now); err != nil {
+			return err
 		}
 		batches := make([]string, 0, len(touched))
 		for b := range touched {

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parleyhq/parley/pkg/batchctl"
+	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
@@ -158,11 +159,11 @@ type deliveryRecords struct {
 	now     func() time.Time
 }
 
-func (d deliveryRecords) RecordedBatch(ctx context.Context, companyID int64, batchID string) (delivery.Batch, error) {
-	return delivery.BatchStatus(ctx, d.pool, companyID, batchID)
+func (d deliveryRecords) RecordedBatch(ctx context.Context, companyID int64, batchID string) (batchview.Batch, error) {
+	return batchview.BatchStatus(ctx, d.pool, companyID, batchID)
 }
 
-func (d deliveryRecords) PendingBatch(ctx context.Context, companyID int64, batchID string) (delivery.Batch, error) {
+func (d deliveryRecords) PendingBatch(ctx context.Context, companyID int64, batchID string) (batchview.Batch, error) {
 	return d.pending.Batch(ctx, companyID, batchID)
 }
 
@@ -202,7 +203,7 @@ func (d deliveryRecords) BatchMessages(ctx context.Context, companyID int64, bat
 }
 
 func (d deliveryRecords) ApplyStatuses(ctx context.Context, updates []whatsapp.StatusUpdate) error {
-	_, err := delivery.ApplyStatuses(ctx, d.pool, updates, d.now())
+	_, err := batchview.ApplyStatuses(ctx, d.pool, updates, d.now())
 	return err
 }
 

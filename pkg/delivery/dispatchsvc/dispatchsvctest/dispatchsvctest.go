@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/bus/bustest"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
@@ -174,7 +175,7 @@ func deliversAndShutsDown(t *testing.T, lane delivery.Lane, rc *ratelimit.RedisC
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		b, err := delivery.BatchStatus(ctx, pool, co.ID, id)
+		b, err := batchview.BatchStatus(ctx, pool, co.ID, id)
 		if err == nil && b.Status == delivery.BatchCompleted {
 			if b.Counts[delivery.StateSent] != 2 {
 				t.Fatalf("batch = %+v", b)
