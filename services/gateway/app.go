@@ -24,6 +24,7 @@ import (
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/ratelimit"
 	"github.com/parleyhq/parley/pkg/store"
+	"github.com/parleyhq/parley/pkg/ttlcache"
 	"github.com/parleyhq/parley/services/gateway/internal/apidoc"
 	"github.com/parleyhq/parley/services/gateway/internal/auth"
 	"github.com/parleyhq/parley/services/gateway/internal/config"
@@ -33,7 +34,6 @@ import (
 	"github.com/parleyhq/parley/services/gateway/internal/lookup"
 	"github.com/parleyhq/parley/services/gateway/internal/segments"
 	"github.com/parleyhq/parley/services/gateway/internal/sends"
-	"github.com/parleyhq/parley/services/gateway/internal/ttlcache"
 )
 
 // app is the gateway's composition root.
