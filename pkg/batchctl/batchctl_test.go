@@ -20,7 +20,7 @@ import (
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/delivery"
 	"github.com/parleyhq/parley/pkg/secretbox"
-	"github.com/parleyhq/parley/pkg/store/storetest"
+	"github.com/parleyhq/parley/testkit/storetest"
 )
 
 type fixture struct {

@@ -90,7 +90,7 @@ type Consumer struct {
 // stream and subjects of b: its own (ConsumerName), and for the campaign
 // lane the message batches' too (BatchConsumerName). It is nil for an
 // unknown lane. Deployments scale each dispatcher on the lag of all of them
-// (pkg/deploycheck holds deploy/k8s to this list).
+// (testkit/deploycheck holds deploy/k8s to this list).
 func Consumers(lane Lane, b bus.Config) []Consumer {
 	switch lane {
 	case LaneCampaign:

@@ -17,7 +17,7 @@ import (
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/secretbox"
-	"github.com/parleyhq/parley/pkg/store/storetest"
+	"github.com/parleyhq/parley/testkit/storetest"
 )
 
 // testClock is the injectable clock of a test. It stands still until Run

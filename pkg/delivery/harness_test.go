@@ -19,12 +19,12 @@ import (
 
 	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus"
-	"github.com/parleyhq/parley/pkg/bus/bustest"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
 	"github.com/parleyhq/parley/pkg/ratelimit"
-	"github.com/parleyhq/parley/pkg/ratelimit/ratelimittest"
+	"github.com/parleyhq/parley/testkit/bustest"
+	"github.com/parleyhq/parley/testkit/ratelimittest"
 )
 
 // harness is a fixture with everything a dispatcher runs on: an embedded

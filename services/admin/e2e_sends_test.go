@@ -20,7 +20,7 @@ import (
 
 	"github.com/parleyhq/parley/pkg/apikey"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
-	"github.com/parleyhq/parley/pkg/serviceproc"
+	"github.com/parleyhq/parley/testkit/serviceproc"
 )
 
 // The end-to-end test of the Sends pages runs the real campaign dispatcher

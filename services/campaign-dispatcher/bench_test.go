@@ -24,7 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
-	"github.com/parleyhq/parley/pkg/serviceproc"
+	"github.com/parleyhq/parley/testkit/serviceproc"
 )
 
 func TestBenchDelivery(t *testing.T) {

@@ -9,6 +9,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/parleyhq/parley/pkg v0.0.0
+	github.com/parleyhq/parley/testkit v0.0.0
 	github.com/pb33f/libopenapi v0.42.3
 	github.com/pb33f/libopenapi-validator v0.16.2
 	github.com/prometheus/client_golang v1.25.0
@@ -95,3 +96,5 @@ require (
 )
 
 replace github.com/parleyhq/parley/pkg => ../../pkg
+
+replace github.com/parleyhq/parley/testkit => ../../testkit

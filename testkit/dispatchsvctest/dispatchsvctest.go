@@ -26,7 +26,6 @@ import (
 
 	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus"
-	"github.com/parleyhq/parley/pkg/bus/bustest"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
@@ -34,10 +33,11 @@ import (
 	"github.com/parleyhq/parley/pkg/delivery"
 	"github.com/parleyhq/parley/pkg/delivery/dispatchsvc"
 	"github.com/parleyhq/parley/pkg/ratelimit"
-	"github.com/parleyhq/parley/pkg/ratelimit/ratelimittest"
 	"github.com/parleyhq/parley/pkg/secretbox"
-	"github.com/parleyhq/parley/pkg/serviceproc"
-	"github.com/parleyhq/parley/pkg/store/storetest"
+	"github.com/parleyhq/parley/testkit/bustest"
+	"github.com/parleyhq/parley/testkit/ratelimittest"
+	"github.com/parleyhq/parley/testkit/serviceproc"
+	"github.com/parleyhq/parley/testkit/storetest"
 )
 
 // Boot builds the service under test, as its main does: the service's own
