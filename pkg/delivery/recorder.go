@@ -60,7 +60,8 @@ UPDATE messages m SET
 FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::text[], $5::int[], $6::text[], $7::timestamptz[], $8::timestamptz[])
 	AS r(id, claimed_at, kind, wamid, code, title, not_before, at)
 WHERE m.id = r.id AND m.claimed_at = r.claimed_at AND m.state IN ('sending', 'queued')
-RETURNING m.batch_id::text, r.kind, COALESCE(m.provider_message_id, '')`
+RETURNING m.batch_id::text, r.kind, COALESCE(m.provider_message_id, ''), m.id, m.company_id, m.phone,
+	COALESCE(m.error_code, 0), COALESCE(m.error_title, ''), r.at`
 
 // completeSQL moves touched batches to completed when none of their
 // messages can still change, else to processing (a scheduled batch whose
@@ -73,7 +74,8 @@ UPDATE batches b SET
 FROM (SELECT id, EXISTS (SELECT 1 FROM messages m WHERE m.batch_id = bb.id
 		AND m.state IN ('queued', 'scheduled', 'deferred', 'sending')) AS open
 	FROM batches bb WHERE bb.id = ANY($1::uuid[])) x
-WHERE b.id = x.id AND b.status IN ('scheduled', 'processing')`
+WHERE b.id = x.id AND b.status IN ('scheduled', 'processing')
+RETURNING b.id::text, b.company_id, b.kind::text, b.status::text`
 
 // completeBatches locks the batches (in id order, so that concurrent
 // recorders never deadlock) and updates their status.
@@ -85,10 +87,27 @@ func completeBatches(ctx context.Context, tx pgx.Tx, batches []string, now time.
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM batches WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`, batches); err != nil {
 		return fmt.Errorf("lock batches: %w", err)
 	}
-	if _, err := tx.Exec(ctx, completeSQL, batches, now); err != nil {
+	rows, err := tx.Query(ctx, completeSQL, batches, now)
+	if err != nil {
 		return fmt.Errorf("complete batches: %w", err)
 	}
-	return nil
+	var done []finishedBatch
+	for rows.Next() {
+		b := finishedBatch{at: now}
+		var status string
+		if err := rows.Scan(&b.id, &b.companyID, &b.kind, &status); err != nil {
+			rows.Close()
+			return fmt.Errorf("complete batches: %w", err)
+		}
+		if b.status = BatchState(status); b.status == BatchCompleted {
+			done = append(done, b)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("complete batches: %w", err)
+	}
+	return emitBatches(ctx, tx, done)
 }
 
 // recorder writes outcomes in batches: every FlushInterval or FlushSize
@@ -314,6 +333,7 @@ func (r *recorder) write(buf []outcome) error {
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		clear(counts)
 		var sent []string
+		var changed []changedMessage
 		if len(ids) > 0 {
 			rows, err := tx.Query(ctx, recordSQL, ids, claimed, kinds, wamids, codes, titles, notBefores, ats)
 			if err != nil {
@@ -321,7 +341,8 @@ func (r *recorder) write(buf []outcome) error {
 			}
 			for rows.Next() {
 				var batch, kind, wamid string
-				if err := rows.Scan(&batch, &kind, &wamid); err != nil {
+				var m changedMessage
+				if err := rows.Scan(&batch, &kind, &wamid, &m.id, &m.companyID, &m.phone, &m.code, &m.title, &m.at); err != nil {
 					rows.Close()
 					return fmt.Errorf("record outcomes: %w", err)
 				}
@@ -330,10 +351,17 @@ func (r *recorder) write(buf []outcome) error {
 				if kind == string(kindSent) && wamid != "" {
 					sent = append(sent, wamid)
 				}
+				if kind == string(kindSent) || kind == string(kindFailed) {
+					m.batchID, m.state, m.wamid = batch, State(kind), wamid
+					changed = append(changed, m)
+				}
 			}
 			rows.Close()
 			if err := rows.Err(); err != nil {
 				return fmt.Errorf("record outcomes: %w", err)
+			}
+			if err := emitMessages(ctx, tx, changed); err != nil {
+				return err
 			}
 		}
 		now := r.now()
