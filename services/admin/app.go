@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,7 +12,9 @@ import (
 	"github.com/parleyhq/parley/pkg/apikey"
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/ops"
+	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/pkg/store"
+	"github.com/parleyhq/parley/pkg/webhooks"
 	"github.com/parleyhq/parley/services/admin/internal/accounts"
 	"github.com/parleyhq/parley/services/admin/internal/adminapi"
 	"github.com/parleyhq/parley/services/admin/internal/config"
@@ -68,6 +71,18 @@ func newApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func() 
 			return bus.PublishInvalidation(ctx, nc, cfg.NATS, inv)
 		},
 		log, publishFailures)
+	box, err := secretbox.New(cfg.Token.Key)
+	if err != nil {
+		cleanup()
+		return nil, func() {}, err
+	}
+	if cfg.Token.IsDevKey() {
+		log.Warn("PARLEY_TOKEN_KEY is not set: webhook signing secrets are sealed with the development key")
+	}
+	if cfg.Webhooks.AllowPrivate {
+		log.Warn("PARLEY_WEBHOOKS_ALLOW_PRIVATE is set: webhook endpoints may use http and private addresses")
+	}
+	hooks := webhooks.NewStore(pool, box, cfg.Webhooks).WithClock(now)
 	sessions := console.NewSessions(pool, console.SessionOptions{
 		Secure: cfg.Console.CookieSecure, Lifetime: cfg.Console.SessionLifetime, IdleTimeout: cfg.Console.SessionIdleTimeout,
 	})
@@ -77,6 +92,7 @@ func newApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func() 
 			PerEmail: cfg.Console.LoginMaxFailuresPerEmail, PerIP: cfg.Console.LoginMaxFailuresPerIP, Window: cfg.Console.LoginFailureWindow,
 		}, now),
 		Credentials:       creds,
+		Webhooks:          hooks,
 		Sessions:          sessions,
 		Log:               log.Named("console"),
 		TrustedOrigins:    cfg.Console.TrustedOrigins,
@@ -92,15 +108,37 @@ func newApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func() 
 
 	mux := http.NewServeMux()
 	probe.Register(mux)
-	mux.Handle(adminapi.Prefix, adminapi.New(cfg.AdminToken, creds, log.Named("adminapi")))
+	mux.Handle(adminapi.Prefix, adminapi.New(cfg.AdminToken, creds, hooks, log.Named("adminapi")))
 	mux.Handle("/", ui)
 	handler := accessLog(log, mux)
 	srv := ops.NewServer(cfg.Addr, handler)
 	srv.DrainDelay = cfg.DrainDelay
 	return &app{
 		log: log, probe: probe, server: srv, handler: handler,
-		sweep: func(ctx context.Context) { console.SweepSessions(ctx, pool, sessionSweepInterval, log) },
+		sweep: func(ctx context.Context) {
+			var wg sync.WaitGroup
+			wg.Go(func() { pruneWebhooks(ctx, hooks, now, log) })
+			console.SweepSessions(ctx, pool, sessionSweepInterval, log)
+			wg.Wait()
+		},
 	}, cleanup, nil
+}
+
+// pruneWebhooks deletes webhook attempts and finished deliveries older than
+// their retention, every sessionSweepInterval until ctx ends.
+func pruneWebhooks(ctx context.Context, hooks *webhooks.Store, now func() time.Time, log *zap.Logger) {
+	t := time.NewTicker(sessionSweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := hooks.Prune(ctx, now()); err != nil && ctx.Err() == nil {
+				log.Warn("prune webhook attempts", zap.Error(err))
+			}
+		}
+	}
 }
 
 func (a *app) run(ctx context.Context) error {

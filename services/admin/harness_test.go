@@ -23,8 +23,10 @@ import (
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/bus/bustest"
 	"github.com/parleyhq/parley/pkg/ops"
+	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/pkg/store"
 	"github.com/parleyhq/parley/pkg/store/storetest"
+	"github.com/parleyhq/parley/pkg/webhooks"
 	"github.com/parleyhq/parley/services/admin/internal/accounts"
 	"github.com/parleyhq/parley/services/admin/internal/config"
 )
@@ -114,6 +116,8 @@ func newEnv(t *testing.T, change func(*config.Config)) *env {
 		Log:      ops.LogConfig{Level: "debug", Format: "json"},
 		Postgres: store.Config{URL: dbURL, MaxConns: 5},
 		NATS:     bustest.Config(ns.URL()),
+		Token:    secretbox.Config{Key: secretbox.DevKey},
+		Webhooks: webhooks.DefaultConfig(),
 	}
 	if change != nil {
 		change(&cfg)

@@ -1,5 +1,5 @@
-// Package adminapi is the operators' JSON API for companies' API keys, for
-// automation: list, create, rotate, revoke, and the audit trail. It is served
+// Package adminapi is the operators' JSON API for companies' API keys and
+// webhook endpoints, for automation: list, create, rotate, revoke, and the audit trail. It is served
 // by the admin service only, never on the public gateway, and authenticated
 // with one operator bearer token (PARLEY_ADMIN_TOKEN). Without a token
 // configured every route answers 503: an operator who forgot it learns why,
@@ -12,6 +12,20 @@
 //	POST /admin/api/companies/{id}/keys/rotate          201 {"api_key": "...", "key": Key, "previous": Key}
 //	POST /admin/api/companies/{id}/keys/{key_id}/revoke 200 {"key": Key}
 //	GET  /admin/api/companies/{id}/keys/events?limit=50 200 {"events": [Event...]}
+//
+// and the company's webhook endpoints (pkg/webhooks; 422 bodies are the
+// spec's {"detail": [{"loc", "msg", "type"}]}):
+//
+//	GET    /admin/api/companies/{id}/webhooks                    200 {"endpoints": [Endpoint...], "limit": n}
+//	POST   /admin/api/companies/{id}/webhooks                    201 {"secret": "whsec_... (shown once)", "endpoint": Endpoint}
+//	GET    /admin/api/companies/{id}/webhooks/{eid}              200 {"endpoint": Endpoint}
+//	PATCH  /admin/api/companies/{id}/webhooks/{eid}              200 {"endpoint": Endpoint}
+//	DELETE /admin/api/companies/{id}/webhooks/{eid}              200 {"deleted": eid}
+//	POST   /admin/api/companies/{id}/webhooks/{eid}/rotate-secret 201 {"secret": "...", "endpoint": Endpoint, "previous_expires_at": t}
+//	POST   /admin/api/companies/{id}/webhooks/{eid}/enable       200 {"endpoint": Endpoint}
+//	POST   /admin/api/companies/{id}/webhooks/{eid}/replay       202 {"queued": n}       body {"from", "to"} (RFC 3339)
+//	POST   /admin/api/companies/{id}/webhooks/{eid}/test         202 {"delivery": {...}} body {"event_type"} (optional)
+//	GET    /admin/api/companies/{id}/webhooks/{eid}/attempts?cursor=&limit=50 200 {"attempts": [...], "next_cursor": "..."|null}
 package adminapi
 
 import (
@@ -27,6 +41,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parleyhq/parley/pkg/apikey"
+	"github.com/parleyhq/parley/pkg/webhooks"
 	"github.com/parleyhq/parley/services/admin/internal/credentials"
 )
 
@@ -41,13 +56,15 @@ type API struct {
 	tokenHash [sha256.Size]byte
 	enabled   bool
 	creds     *credentials.Service
+	hooks     *webhooks.Store
 	log       *zap.Logger
 	mux       *http.ServeMux
 }
 
 // New returns the API; an empty token disables it.
-func New(token string, creds *credentials.Service, log *zap.Logger) *API {
-	a := &API{tokenHash: sha256.Sum256([]byte(token)), enabled: token != "", creds: creds, log: log, mux: http.NewServeMux()}
+func New(token string, creds *credentials.Service, hooks *webhooks.Store, log *zap.Logger) *API {
+	a := &API{tokenHash: sha256.Sum256([]byte(token)), enabled: token != "", creds: creds, hooks: hooks, log: log, mux: http.NewServeMux()}
+	a.routeWebhooks()
 	a.mux.HandleFunc(Prefix+"companies/{id}/keys", methods{http.MethodGet: a.list, http.MethodPost: a.create}.serve)
 	a.mux.HandleFunc(Prefix+"companies/{id}/keys/rotate", methods{http.MethodPost: a.rotate}.serve)
 	a.mux.HandleFunc(Prefix+"companies/{id}/keys/events", methods{http.MethodGet: a.events}.serve)

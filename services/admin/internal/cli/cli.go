@@ -228,6 +228,7 @@ Every command accepts --json and then prints only JSON on stdout.`),
 		campaignsCmd(e),
 		automationsCmd(e),
 		connectorsCmd(e),
+		webhooksCmd(e),
 	)
 	return root
 }

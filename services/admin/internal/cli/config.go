@@ -9,6 +9,7 @@ import (
 	"github.com/parleyhq/parley/pkg/envconfig"
 	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/pkg/store"
+	"github.com/parleyhq/parley/pkg/webhooks"
 )
 
 // Config is everything parleyctl reads from the environment: the same
@@ -18,6 +19,8 @@ type Config struct {
 	Postgres store.Config
 	NATS     bus.Config
 	Token    secretbox.Config
+	// Webhooks are the endpoint rules webhooks create and update apply.
+	Webhooks webhooks.Config
 
 	// PublishTimeout bounds how long a change waits for NATS to take its
 	// cache invalidation before warning and moving on.
@@ -55,5 +58,5 @@ func (c Config) Validate() error {
 	if c.Demo.AccessToken == "" {
 		errs = append(errs, errors.New("PARLEY_DEMO_ACCESS_TOKEN is empty"))
 	}
-	return errors.Join(append(errs, c.Postgres.Validate(), c.NATS.Validate(), c.Token.Validate())...)
+	return errors.Join(append(errs, c.Postgres.Validate(), c.NATS.Validate(), c.Token.Validate(), c.Webhooks.Validate())...)
 }

@@ -11,7 +11,9 @@ import (
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/envconfig"
 	"github.com/parleyhq/parley/pkg/ops"
+	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/pkg/store"
+	"github.com/parleyhq/parley/pkg/webhooks"
 )
 
 // Config is everything the admin service can be told.
@@ -28,6 +30,11 @@ type Config struct {
 	Log      ops.LogConfig
 	Postgres store.Config
 	NATS     bus.Config
+	// Token is the key that seals webhook signing secrets (PARLEY_TOKEN_KEY,
+	// the same key the dispatchers and parleyctl use).
+	Token secretbox.Config
+	// Webhooks are the endpoint rules (PARLEY_WEBHOOKS_*).
+	Webhooks webhooks.Config
 }
 
 // Console is the sign-in and session part of the configuration.
@@ -73,7 +80,7 @@ func (c Config) Validate() error {
 	if c.AdminToken != "" && len(c.AdminToken) < MinAdminTokenLen {
 		errs = append(errs, fmt.Errorf("PARLEY_ADMIN_TOKEN must be at least %d characters (for example `openssl rand -hex 32`)", MinAdminTokenLen))
 	}
-	return errors.Join(append(errs, c.Console.Validate(), c.Log.Validate(), c.Postgres.Validate(), c.NATS.Validate())...)
+	return errors.Join(append(errs, c.Console.Validate(), c.Log.Validate(), c.Postgres.Validate(), c.NATS.Validate(), c.Token.Validate(), c.Webhooks.Validate())...)
 }
 
 // Validate reports every problem with the console configuration.

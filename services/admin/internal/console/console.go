@@ -48,6 +48,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
+	"github.com/parleyhq/parley/pkg/webhooks"
 	"github.com/parleyhq/parley/services/admin/internal/accounts"
 	"github.com/parleyhq/parley/services/admin/internal/credentials"
 	"github.com/parleyhq/parley/services/admin/internal/loginthrottle"
@@ -71,6 +72,7 @@ type Deps struct {
 	Users       *accounts.Store
 	Throttle    *loginthrottle.Throttle
 	Credentials *credentials.Service
+	Webhooks    *webhooks.Store
 	Sessions    *scs.SessionManager
 	Log         *zap.Logger
 	// TrustedOrigins may post forms besides the console's own origin.
@@ -166,6 +168,7 @@ func New(d Deps) (*Console, error) {
 	pagesMux.Handle("POST "+PathCredentials+"/rotate", c.requireAdmin(c.rotateKey))
 	pagesMux.Handle("GET "+PathCredentials+"/keys/{keyID}/revoke", c.requireAdmin(c.revokeConfirmPage))
 	pagesMux.Handle("POST "+PathCredentials+"/keys/{keyID}/revoke", c.requireAdmin(c.revokeKey))
+	c.routeWebhooks(pagesMux)
 	pagesMux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		c.renderError(w, r, http.StatusNotFound, "Page not found", "There is nothing at this address.")
 	})
@@ -284,8 +287,11 @@ func (c *Console) requireAdmin(next http.HandlerFunc) http.Handler {
 		if !u.IsAdmin() {
 			c.Log.Warn("member refused an admin action", zap.Int64("user_id", u.ID), zap.Int64("company_id", u.CompanyID),
 				zap.String("method", r.Method), zap.String("path", r.URL.Path))
-			c.renderError(w, r, http.StatusForbidden, "Only admins can do this",
-				"Creating, rotating and revoking the API key is reserved for your company's admins. Ask one of them if the key needs to change.")
+			msg := "Creating, rotating and revoking the API key is reserved for your company's admins. Ask one of them if the key needs to change."
+			if strings.HasPrefix(r.URL.Path, PathWebhooks) {
+				msg = "Adding, changing and deleting webhook endpoints is reserved for your company's admins. Ask one of them if an endpoint needs to change."
+			}
+			c.renderError(w, r, http.StatusForbidden, "Only admins can do this", msg)
 			return
 		}
 		next(w, r)

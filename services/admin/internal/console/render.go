@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parleyhq/parley/pkg/apikey"
+	"github.com/parleyhq/parley/pkg/webhooks"
 	"github.com/parleyhq/parley/services/admin/internal/accounts"
 	"github.com/parleyhq/parley/services/admin/internal/credentials"
 )
@@ -17,6 +18,7 @@ import (
 // pages are the parsed templates, one set per page, each with the layout.
 type pages struct {
 	signIn, credentials, revokeConfirm, errorPage *template.Template
+	webhooks, webhook, webhookDelete              *template.Template
 }
 
 var funcs = template.FuncMap{
@@ -56,12 +58,26 @@ var funcs = template.FuncMap{
 			return action
 		}
 	},
-	"graceHours": func() int { return int(apikey.GracePeriod / time.Hour) },
+	"graceHours":   func() int { return int(apikey.GracePeriod / time.Hour) },
+	"statusClass":  statusClass,
+	"typesText":    typesText,
+	"overlapHours": func() int { return int(webhooks.RotationOverlap / time.Hour) },
+	"deref": func(p *int) string {
+		if p == nil {
+			return "–"
+		}
+		return fmt.Sprint(*p)
+	},
 }
 
 func parsePages() (*pages, error) {
 	parse := func(name string) (*template.Template, error) {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name)
+		files := []string{"templates/layout.html", "templates/" + name}
+		if name == "webhooks.html" || name == "webhook.html" {
+			// The create and edit forms share their fields.
+			files = append(files, "templates/webhook_fields.html")
+		}
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, files...)
 		if err != nil {
 			return nil, fmt.Errorf("parse console template %s: %w", name, err)
 		}
@@ -74,6 +90,9 @@ func parsePages() (*pages, error) {
 		"credentials.html":    &p.credentials,
 		"revoke_confirm.html": &p.revokeConfirm,
 		"error.html":          &p.errorPage,
+		"webhooks.html":       &p.webhooks,
+		"webhook.html":        &p.webhook,
+		"webhook_delete.html": &p.webhookDelete,
 	} {
 		if *dst, err = parse(name); err != nil {
 			return nil, err
@@ -102,7 +121,9 @@ func remaining(d time.Duration) string {
 
 // view is what the layout needs, plus the page's own data.
 type view struct {
-	Title   string
+	Title string
+	// Nav is the sidebar entry to mark current: "webhooks", else Credentials.
+	Nav     string
 	User    *accounts.User
 	Company credentials.Company
 	FlashOK string
