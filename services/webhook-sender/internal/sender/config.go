@@ -50,9 +50,6 @@ type Config struct {
 	// CacheTTL bounds how stale a cached endpoint, subscription or secret
 	// may be.
 	CacheTTL time.Duration `env:"PARLEY_WEBHOOK_SENDER_CACHE_TTL" envDefault:"2s"`
-	// PruneInterval is how often attempts older than
-	// PARLEY_WEBHOOKS_ATTEMPT_RETENTION are deleted.
-	PruneInterval time.Duration `env:"PARLEY_WEBHOOK_SENDER_PRUNE_INTERVAL" envDefault:"1h"`
 	// ShutdownTimeout bounds the wait for requests in flight and the last
 	// flush.
 	ShutdownTimeout time.Duration `env:"PARLEY_WEBHOOK_SENDER_SHUTDOWN_TIMEOUT" envDefault:"15s"`
@@ -85,7 +82,7 @@ func (c Config) Validate() error {
 		{"PARLEY_WEBHOOK_SENDER_POLL_INTERVAL", c.PollInterval}, {"PARLEY_WEBHOOK_SENDER_BACKOFF_BASE", c.BackoffBase},
 		{"PARLEY_WEBHOOK_SENDER_BACKOFF_CAP", c.BackoffCap}, {"PARLEY_WEBHOOK_SENDER_RETRY_PERIOD", c.RetryPeriod},
 		{"PARLEY_WEBHOOK_SENDER_DISABLE_AFTER", c.DisableAfter}, {"PARLEY_WEBHOOK_SENDER_FLUSH_INTERVAL", c.FlushInterval},
-		{"PARLEY_WEBHOOK_SENDER_CACHE_TTL", c.CacheTTL}, {"PARLEY_WEBHOOK_SENDER_PRUNE_INTERVAL", c.PruneInterval},
+		{"PARLEY_WEBHOOK_SENDER_CACHE_TTL", c.CacheTTL},
 		{"PARLEY_WEBHOOK_SENDER_SHUTDOWN_TIMEOUT", c.ShutdownTimeout},
 	} {
 		if d.v <= 0 {

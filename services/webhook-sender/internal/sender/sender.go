@@ -176,7 +176,7 @@ func (s *Sender) Run(ctx context.Context) error {
 		return fmt.Errorf("consume %s: %w", ConsumerName, err)
 	}
 	var loops sync.WaitGroup
-	for _, loop := range []func(context.Context){s.relay, s.poll, s.renew, s.gauges, s.prune} {
+	for _, loop := range []func(context.Context){s.relay, s.poll, s.renew, s.gauges} {
 		loops.Add(1)
 		go func() {
 			defer loops.Done()
@@ -302,27 +302,6 @@ func (s *Sender) gauges(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		}
-	}
-}
-
-// prune deletes attempts and finished deliveries past the retention.
-func (s *Sender) prune(ctx context.Context) {
-	t := time.NewTicker(s.cfg.PruneInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		qctx, cancel := context.WithTimeout(ctx, time.Minute)
-		n, err := s.store.Prune(qctx, s.now())
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			s.warn("prune webhook attempts", zap.Error(err))
-		} else if n > 0 {
-			s.log.Info("pruned webhook attempts and deliveries", zap.Int64("rows", n))
 		}
 	}
 }
