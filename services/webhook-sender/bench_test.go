@@ -1,0 +1,66 @@
+//go:build bench
+
+package main
+
+// make bench-events: a 20,000-message campaign at full speed with one
+// endpoint, through one webhook sender, counted at the test receiver.
+//
+//   - Backlog: the campaign's events wait in the outbox (the sender is not
+//     running); then the sender starts and moves them all: events per
+//     second from the first receipt to the last (target >= 5,000/s).
+//   - Live: another 20,000-message campaign with the sender running: p50
+//     and p99 from each event's change (its occurred_at, the body's
+//     timestamp) to its first receipt (target p99 < 1 s).
+//
+// Both fail on any event of the outbox not received at least once.
+
+import (
+	"testing"
+	"time"
+)
+
+const benchMessages = 20_000
+
+func TestBenchEvents(t *testing.T) {
+	e := newEnv(t)
+	e.startDispatcher()
+
+	backlog := e.newCompany("backlog")
+	e.campaign(backlog, benchMessages)
+	deadline := time.Now().Add(3 * time.Minute)
+	for e.count(`SELECT count(*) FROM event_outbox WHERE company_id = $1`, backlog.c.ID) < benchMessages+1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the campaign's events did not reach the outbox within 3m")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	start := time.Now()
+	e.startSender()
+	tl := e.waitAll(backlog, benchMessages, 5*time.Minute)
+	st := e.recv.Stats(backlog.name)
+	span := st.Last.Sub(st.First)
+	rate := float64(tl.received) / span.Seconds()
+	t.Logf("backlog: %d events, received %d (lost %d, duplicates %d), first receipt %s after the sender started, "+
+		"all in %s: %.0f events/s through one sender",
+		tl.events, tl.received, tl.lost, tl.duplicates, st.First.Sub(start).Round(time.Millisecond), span.Round(time.Millisecond), rate)
+
+	live := e.newCompany("live")
+	e.campaign(live, benchMessages)
+	tl2 := e.waitAll(live, benchMessages, 5*time.Minute)
+	st2 := e.recv.Stats(live.name)
+	span2 := st2.Last.Sub(st2.First)
+	t.Logf("live: %d events, received %d (lost %d, duplicates %d) in %s (%.0f events/s, the campaign's pace); "+
+		"change -> receipt p50 %.1f ms, p99 %.1f ms, max %.1f ms",
+		tl2.events, tl2.received, tl2.lost, tl2.duplicates, span2.Round(time.Millisecond),
+		float64(tl2.received)/span2.Seconds(), st2.P50MS, st2.P99MS, st2.MaxMS)
+
+	if tl.lost != 0 || tl2.lost != 0 {
+		t.Errorf("lost events: backlog %d, live %d", tl.lost, tl2.lost)
+	}
+	if rate < 5000 {
+		t.Errorf("target missed: %.0f events/s through one sender, want at least 5,000", rate)
+	}
+	if st2.P99MS >= 1000 {
+		t.Errorf("target missed: p99 %.1f ms from change to receipt, want under 1 s", st2.P99MS)
+	}
+}
