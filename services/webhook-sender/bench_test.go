@@ -45,8 +45,10 @@ func TestBenchEvents(t *testing.T) {
 		tl.events, tl.received, tl.lost, tl.duplicates, st.First.Sub(start).Round(time.Millisecond), span.Round(time.Millisecond), rate)
 
 	live := e.newCompany("live")
+	stop := e.sample(live)
 	e.campaign(live, benchMessages)
 	tl2 := e.waitAll(live, benchMessages, 5*time.Minute)
+	stop()
 	st2 := e.recv.Stats(live.name)
 	span2 := st2.Last.Sub(st2.First)
 	t.Logf("live: %d events, received %d (lost %d, duplicates %d) in %s (%.0f events/s, the campaign's pace); "+
@@ -64,3 +66,32 @@ func TestBenchEvents(t *testing.T) {
 		t.Errorf("target missed: p99 %.1f ms from change to receipt, want under 1 s", st2.P99MS)
 	}
 }
+
+// sample logs, every 500 ms, where the live campaign's events are: made
+// (drill_events), in the outbox, delivery rows, pending, received.
+func (e *env) sample(c company) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			var made, outbox, rows, pending int
+			_ = e.pool.QueryRow(e.ctx, `SELECT (SELECT count(*) FROM drill_events WHERE company_id = $1),
+				(SELECT count(*) FROM event_outbox WHERE company_id = $1),
+				(SELECT count(*) FROM webhook_deliveries WHERE company_id = $1),
+				(SELECT count(*) FROM webhook_deliveries WHERE company_id = $1 AND status = 'pending')`, c.c.ID).
+				Scan(&made, &outbox, &rows, &pending)
+			e.t.Logf("made %6d  outbox %6d  deliveries %6d  pending %6d  received %6d", made, outbox, rows, pending, e.recv.Stats(c.name).Unique)
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
+}
+

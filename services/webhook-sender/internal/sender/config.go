@@ -23,7 +23,7 @@ type Config struct {
 	// Timeout bounds one HTTP attempt (connect, headers, body).
 	Timeout time.Duration `env:"PARLEY_WEBHOOK_SENDER_TIMEOUT" envDefault:"10s"`
 	// Concurrency is how many requests one endpoint has in flight at most.
-	Concurrency int `env:"PARLEY_WEBHOOK_SENDER_CONCURRENCY" envDefault:"16"`
+	Concurrency int `env:"PARLEY_WEBHOOK_SENDER_CONCURRENCY" envDefault:"64"`
 	// QueueSize is how many deliveries one endpoint's queue holds in
 	// memory; the rest wait in PostgreSQL.
 	QueueSize int `env:"PARLEY_WEBHOOK_SENDER_QUEUE_SIZE" envDefault:"5000"`
@@ -47,6 +47,8 @@ type Config struct {
 	// be recorded.
 	FlushInterval time.Duration `env:"PARLEY_WEBHOOK_SENDER_FLUSH_INTERVAL" envDefault:"10ms"`
 	FlushSize     int           `env:"PARLEY_WEBHOOK_SENDER_FLUSH_SIZE" envDefault:"1000"`
+	// Recorders is how many flushes may run at once.
+	Recorders int `env:"PARLEY_WEBHOOK_SENDER_RECORDERS" envDefault:"4"`
 	// CacheTTL bounds how stale a cached endpoint, subscription or secret
 	// may be.
 	CacheTTL time.Duration `env:"PARLEY_WEBHOOK_SENDER_CACHE_TTL" envDefault:"2s"`
@@ -67,7 +69,7 @@ func (c Config) Validate() error {
 	}{
 		{"PARLEY_WEBHOOK_SENDER_RELAY_BATCH", c.RelayBatch}, {"PARLEY_WEBHOOK_SENDER_FETCH_BATCH", c.FetchBatch},
 		{"PARLEY_WEBHOOK_SENDER_CONCURRENCY", c.Concurrency}, {"PARLEY_WEBHOOK_SENDER_QUEUE_SIZE", c.QueueSize},
-		{"PARLEY_WEBHOOK_SENDER_FLUSH_SIZE", c.FlushSize},
+		{"PARLEY_WEBHOOK_SENDER_FLUSH_SIZE", c.FlushSize}, {"PARLEY_WEBHOOK_SENDER_RECORDERS", c.Recorders},
 	} {
 		if p.v < 1 {
 			errs = append(errs, fmt.Errorf("%s must be at least 1", p.name))

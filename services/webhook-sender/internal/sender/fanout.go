@@ -10,9 +10,23 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
-
-	"github.com/parleyhq/parley/pkg/webhooks"
 )
+
+// marshalBody is webhooks.MarshalBody of an event from the stream, whose
+// data is compact JSON already (PostgreSQL's jsonb text): the same bytes,
+// without decoding and encoding the data again.
+func marshalBody(e StreamEvent) []byte {
+	t, _ := json.Marshal(e.Type)
+	ts, _ := e.OccurredAt.UTC().MarshalJSON()
+	b := make([]byte, 0, len(e.Data)+len(t)+len(ts)+32)
+	b = append(b, `{"type":`...)
+	b = append(b, t...)
+	b = append(b, `,"timestamp":`...)
+	b = append(b, ts...)
+	b = append(b, `,"data":`...)
+	b = append(b, e.Data...)
+	return append(b, '}')
+}
 
 // job is one delivery a worker posts.
 type job struct {
@@ -135,10 +149,7 @@ func (s *Sender) fanout(ctx context.Context, msgs []jetstream.Msg) error {
 		if err != nil {
 			return err
 		}
-		body, err := webhooks.MarshalBody(e.Type, e.OccurredAt, e.Data)
-		if err != nil {
-			return err
-		}
+		body := marshalBody(e)
 		n := 0
 		for _, sub := range subs {
 			if !sub.wants(e.Type) {

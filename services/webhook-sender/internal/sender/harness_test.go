@@ -93,7 +93,7 @@ func testConfig() Config {
 		Stream: "EV", RelayBatch: 500, RelayInterval: 10 * time.Millisecond, FetchBatch: 500, AckWait: 5 * time.Second,
 		Timeout: 2 * time.Second, Concurrency: 4, QueueSize: 100, Lease: 5 * time.Second, PollInterval: 50 * time.Millisecond,
 		BackoffBase: 50 * time.Millisecond, BackoffCap: 200 * time.Millisecond, RetryPeriod: time.Hour, DisableAfter: time.Hour,
-		FlushInterval: 5 * time.Millisecond, FlushSize: 200, CacheTTL: 100 * time.Millisecond,
+		FlushInterval: 5 * time.Millisecond, FlushSize: 200, Recorders: 2, CacheTTL: 100 * time.Millisecond,
 		ShutdownTimeout: 5 * time.Second,
 	}
 }

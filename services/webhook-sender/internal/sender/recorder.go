@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,7 +12,8 @@ import (
 )
 
 // recorder writes attempt outcomes in batches (every FlushInterval or
-// FlushSize outcomes), each in one transaction: the deliveries move on, the
+// FlushSize outcomes; Recorders flushes at once, so that recording is not
+// one PostgreSQL backend's work at a time), each in one transaction: the deliveries move on, the
 // attempts are inserted, the endpoints' failure streaks follow, and
 // endpoints failing for DisableAfter are disabled. A failed flush is
 // retried with everything that arrived meanwhile.
@@ -32,10 +34,22 @@ func (r *recorder) close() {
 	<-r.done
 }
 
-func (r *recorder) run() { go r.loop() }
+func (r *recorder) run() {
+	var wg sync.WaitGroup
+	for range max(r.s.cfg.Recorders, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.loop()
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(r.done)
+	}()
+}
 
 func (r *recorder) loop() {
-	defer close(r.done)
 	var buf []outcome
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -112,7 +126,8 @@ UPDATE webhook_deliveries d SET
 	updated_at = r.at
 FROM unnest($1::bigint[], $2::text[], $3::bool[], $4::timestamptz[], $5::int[], $6::int[], $7::text[], $8::timestamptz[])
 	AS r(id, status, attempted, next, code, latency, error, at)
-WHERE d.id = r.id AND d.status = 'pending'`
+WHERE d.id = r.id AND d.status = 'pending'
+  AND d.id IN (SELECT id FROM webhook_deliveries WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE)`
 
 const recordAttemptsSQL = `
 INSERT INTO webhook_attempts (delivery_id, endpoint_id, event_id, event_type, status, response_code, latency_ms, excerpt, error, attempted_at)
@@ -181,6 +196,8 @@ func (r *recorder) write(buf []outcome) error {
 	}
 	streaks := map[string]*streak{}
 	var done []int64
+	// By time, for the endpoints' streaks; the rows are locked in id order
+	// below, so that concurrent flushes never deadlock.
 	sorted := append([]outcome(nil), buf...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].at.Before(sorted[j].at) })
 	for _, o := range sorted {

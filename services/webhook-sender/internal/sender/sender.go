@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -234,6 +235,7 @@ func (s *Sender) releaseHeld() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	slices.Sort(ids)
 	if _, err := s.pool.Exec(ctx, `UPDATE webhook_deliveries SET next_attempt_at = $2 WHERE id = ANY($1) AND status = 'pending'`,
 		ids, s.now()); err != nil {
 		s.log.Warn("hand back held deliveries; they are taken when their lease ends", zap.Int("deliveries", len(ids)), zap.Error(err))
@@ -264,8 +266,10 @@ func (s *Sender) renew(ctx context.Context) {
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_, err := s.pool.Exec(qctx, `
 			UPDATE webhook_deliveries d SET next_attempt_at = $3
-			FROM unnest($1::bigint[], $2::int[]) AS r(id, attempts)
-			WHERE d.id = r.id AND d.attempts = r.attempts AND d.status = 'pending'`, ids, attempts, s.now().Add(s.cfg.Lease))
+			FROM (SELECT d.id FROM webhook_deliveries d JOIN unnest($1::bigint[], $2::int[]) AS r(id, attempts)
+				ON d.id = r.id AND d.attempts = r.attempts AND d.status = 'pending'
+				ORDER BY d.id FOR UPDATE OF d SKIP LOCKED) r
+			WHERE d.id = r.id`, ids, attempts, s.now().Add(s.cfg.Lease))
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			s.warn("renew delivery leases", zap.Error(err))

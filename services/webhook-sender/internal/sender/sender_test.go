@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/parleyhq/parley/pkg/events"
+	"github.com/parleyhq/parley/pkg/webhooks"
 	"github.com/parleyhq/parley/pkg/webhooks/webhooksim"
 )
 
@@ -189,5 +190,17 @@ func TestRedeliveredEventIsNotDeliveredTwice(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if st := h.recv.Stats("a"); st.Accepted != 10 {
 		t.Fatalf("accepted %d, want 10", st.Accepted)
+	}
+}
+
+func TestMarshalBodyMatchesWebhooks(t *testing.T) {
+	at := time.Date(2026, 11, 26, 12, 0, 0, 123456789, time.FixedZone("x", 3600))
+	e := StreamEvent{Type: "message.sent", OccurredAt: at, Data: []byte(`{"batch_id":"b","phone":"+3933"}`)}
+	want, err := webhooks.MarshalBody(e.Type, e.OccurredAt, e.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := marshalBody(e); string(got) != string(want) {
+		t.Fatalf("body %s\nwant %s", got, want)
 	}
 }
