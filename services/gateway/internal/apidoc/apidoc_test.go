@@ -73,3 +73,18 @@ func TestParseRefusesWhatJSONCannotSay(t *testing.T) {
 		t.Fatalf("parsed %v", o.vals)
 	}
 }
+
+// The rendered page lists the events Parley sends under their tag.
+func TestPageRendersTheWebhooks(t *testing.T) {
+	doc, err := Build(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(doc.HTML)
+	for _, want := range []string{`id="onMessageFailed"`, `<span class="path">message.failed</span>`, `id="tag-events"`,
+		"sent by Parley to your endpoint, signed", "webhook-signature"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+}

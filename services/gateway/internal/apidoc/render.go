@@ -94,6 +94,22 @@ func renderHTML(root *object) ([]byte, string, error) {
 			byTag[tag] = append(byTag[tag], op{m, path, o})
 		}
 	}
+	// The webhooks (OpenAPI 3.1) are the events Parley sends: listed under
+	// their tag like operations, named by event type instead of a path.
+	if hooks := obj(root, "webhooks"); hooks != nil {
+		for _, name := range hooks.keys {
+			item := obj(hooks, name)
+			for _, m := range item.keys {
+				if o := obj(item, m); o != nil {
+					tag := "Other"
+					if tags, _ := o.get("tags").([]any); len(tags) > 0 {
+						tag, _ = tags[0].(string)
+					}
+					byTag[tag] = append(byTag[tag], op{m, name, o})
+				}
+			}
+		}
+	}
 	var tags []*object
 	for _, t := range asSlice(root.get("tags")) {
 		if to, ok := t.(*object); ok {
@@ -172,7 +188,9 @@ func (p *page) operation(method, path string, o *object) {
 	p.w(`<article class="op" id="%s"><h3><span class="method %s">%s</span><span class="path">%s</span></h3>`,
 		esc(str(o, "operationId")), esc(method), esc(method), esc(path))
 	p.w(`<p class="summary">%s</p><div class="badges">`, esc(str(o, "summary")))
-	if sec, ok := o.get("security").([]any); ok && len(sec) == 0 {
+	if !strings.HasPrefix(path, "/") {
+		p.w(`<span class="badge">sent by Parley to your endpoint, signed (webhook-signature)</span>`)
+	} else if sec, ok := o.get("security").([]any); ok && len(sec) == 0 {
 		p.w(`<span class="badge">no API key</span>`)
 	} else {
 		p.w(`<span class="badge">service-api-key</span>`)
