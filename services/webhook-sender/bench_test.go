@@ -94,4 +94,3 @@ func (e *env) sample(c company) (stop func()) {
 		<-finished
 	}
 }
-
