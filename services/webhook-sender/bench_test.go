@@ -94,3 +94,5 @@ func (e *env) sample(c company) (stop func()) {
 		<-finished
 	}
 }
+
+func (e *env) newCompany(slug string) company { return e.newCompanyAt(slug, 1_000_000) }

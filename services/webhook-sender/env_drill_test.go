@@ -236,6 +236,7 @@ func (e *env) startSender(extra ...string) (*serviceproc.Process, string) {
 
 // company is a company with an account the simulator serves, a template,
 // a campaign and one webhook endpoint at the receiver's /hooks/<slug>.
+// newCompany's account is as fast as the machine.
 type company struct {
 	c    catalog.Company
 	camp catalog.Campaign
@@ -244,9 +245,7 @@ type company struct {
 
 var pnidSeq = time.Now().UnixNano() % 1_000_000
 
-func (e *env) newCompany(slug string) company { return e.newCompanyAt(slug, 1_000_000) }
-
-// newCompanyAt is newCompany with an account sending perSecond messages.
+// newCompanyAt is a company whose account sends perSecond messages.
 func (e *env) newCompanyAt(slug string, perSecond int) company {
 	e.t.Helper()
 	c, err := e.cat.CreateCompany(e.ctx, catalog.NewCompany{Slug: slug, Name: slug, SubscriptionActive: true, Provisioned: true})
@@ -382,11 +381,4 @@ func (e *env) waitAll(c company, messages int, within time.Duration) tally {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func percentile(sorted []float64, q float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[min(int(q*float64(len(sorted))), len(sorted)-1)]
 }

@@ -200,18 +200,6 @@ func (s *Sender) Run(ctx context.Context) error {
 	return nil
 }
 
-// hold marks deliveries as this process's; it returns false for one held
-// already (the poller found a delivery the fan-out queued).
-func (s *Sender) hold(j *job) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.held[j.id]; ok {
-		return false
-	}
-	s.held[j.id] = j.attempts
-	return true
-}
-
 func (s *Sender) unhold(ids ...int64) {
 	s.mu.Lock()
 	for _, id := range ids {
