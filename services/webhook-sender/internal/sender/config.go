@@ -15,6 +15,11 @@ type Config struct {
 	RelayBatch int `env:"PARLEY_WEBHOOK_SENDER_RELAY_BATCH" envDefault:"1000"`
 	// RelayInterval is how often the relay looks at an empty outbox.
 	RelayInterval time.Duration `env:"PARLEY_WEBHOOK_SENDER_RELAY_INTERVAL" envDefault:"20ms"`
+	// Relays is how many relay passes run at once (each takes rows the
+	// others do not hold).
+	Relays int `env:"PARLEY_WEBHOOK_SENDER_RELAYS" envDefault:"1"`
+	// Fanouts is how many batches of events are fanned out at once.
+	Fanouts int `env:"PARLEY_WEBHOOK_SENDER_FANOUTS" envDefault:"2"`
 	// FetchBatch bounds the events fanned out at once.
 	FetchBatch int `env:"PARLEY_WEBHOOK_SENDER_FETCH_BATCH" envDefault:"1000"`
 	// AckWait is how long JetStream waits for an event's ack before
@@ -68,6 +73,7 @@ func (c Config) Validate() error {
 		v    int
 	}{
 		{"PARLEY_WEBHOOK_SENDER_RELAY_BATCH", c.RelayBatch}, {"PARLEY_WEBHOOK_SENDER_FETCH_BATCH", c.FetchBatch},
+		{"PARLEY_WEBHOOK_SENDER_RELAYS", c.Relays}, {"PARLEY_WEBHOOK_SENDER_FANOUTS", c.Fanouts},
 		{"PARLEY_WEBHOOK_SENDER_CONCURRENCY", c.Concurrency}, {"PARLEY_WEBHOOK_SENDER_QUEUE_SIZE", c.QueueSize},
 		{"PARLEY_WEBHOOK_SENDER_FLUSH_SIZE", c.FlushSize}, {"PARLEY_WEBHOOK_SENDER_RECORDERS", c.Recorders},
 	} {

@@ -90,7 +90,7 @@ func (h *harness) endpoint(company int64, name string, types ...string) webhooks
 
 func testConfig() Config {
 	return Config{
-		Stream: "EV", RelayBatch: 500, RelayInterval: 10 * time.Millisecond, FetchBatch: 500, AckWait: 5 * time.Second,
+		Stream: "EV", RelayBatch: 500, Relays: 2, Fanouts: 2, RelayInterval: 10 * time.Millisecond, FetchBatch: 500, AckWait: 5 * time.Second,
 		Timeout: 2 * time.Second, Concurrency: 4, QueueSize: 100, Lease: 5 * time.Second, PollInterval: 50 * time.Millisecond,
 		BackoffBase: 50 * time.Millisecond, BackoffCap: 200 * time.Millisecond, RetryPeriod: time.Hour, DisableAfter: time.Hour,
 		FlushInterval: 5 * time.Millisecond, FlushSize: 200, Recorders: 2, CacheTTL: 100 * time.Millisecond,

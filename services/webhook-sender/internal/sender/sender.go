@@ -177,18 +177,20 @@ func (s *Sender) Run(ctx context.Context) error {
 		return fmt.Errorf("consume %s: %w", ConsumerName, err)
 	}
 	var loops sync.WaitGroup
-	for _, loop := range []func(context.Context){s.relay, s.poll, s.renew, s.gauges} {
-		loops.Add(1)
-		go func() {
-			defer loops.Done()
-			loop(ctx)
-		}()
+	run := func(n int, loop func(context.Context)) {
+		for range n {
+			loops.Add(1)
+			go func() {
+				defer loops.Done()
+				loop(ctx)
+			}()
+		}
 	}
-	loops.Add(1)
-	go func() {
-		defer loops.Done()
-		s.fanoutLoop(ctx, incoming)
-	}()
+	run(s.cfg.Relays, s.relay)
+	run(s.cfg.Fanouts, func(ctx context.Context) { s.fanoutLoop(ctx, incoming) })
+	run(1, s.poll)
+	run(1, s.renew)
+	run(1, s.gauges)
 	s.log.Info("sending webhooks", zap.String("stream", s.cfg.Stream), zap.String("consumer", ConsumerName))
 	<-ctx.Done()
 	cc.Stop()
