@@ -95,9 +95,9 @@ func TestRetriesOn500And429ThenDelivers(t *testing.T) {
 	eventually(t, 5*time.Second, "streak cleared", func() bool {
 		return h.count(`SELECT count(*) FROM webhook_endpoints WHERE id = $1 AND failing_since IS NULL AND last_error <> ''`, ep.ID) == 1
 	})
-	if n := h.count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded' AND attempts >= 2`); n != 5 {
-		t.Fatalf("%d deliveries succeeded after retries, want 5", n)
-	}
+	eventually(t, 5*time.Second, "deliveries recorded succeeded after retries", func() bool {
+		return h.count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded' AND attempts >= 2`) == 5
+	})
 }
 
 func TestGivesUpAfterTheRetryPeriodAndDisablesTheEndpoint(t *testing.T) {
@@ -113,27 +113,32 @@ func TestGivesUpAfterTheRetryPeriodAndDisablesTheEndpoint(t *testing.T) {
 	eventually(t, 15*time.Second, "deliveries failed", func() bool {
 		return h.count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'failed' AND last_error = 'HTTP 500'`) == 3
 	})
-	// More failures past DisableAfter disable the endpoint.
-	h.emit(acme, events.MessageSent, 3)
+	// Failures that go on past DisableAfter disable the endpoint.
 	eventually(t, 15*time.Second, "endpoint disabled", func() bool {
 		got, err := h.store.Get(h.ctx, acme, ep.ID)
-		return err == nil && !got.Enabled && got.DisabledReason != "" && got.LastError != "" && got.DisabledAt != nil
+		if err == nil && !got.Enabled && got.DisabledReason != "" && got.LastError != "" && got.DisabledAt != nil {
+			return true
+		}
+		h.emit(acme, events.MessageSent, 1)
+		time.Sleep(100 * time.Millisecond)
+		return false
 	})
 	eventually(t, 5*time.Second, "nothing pending for a disabled endpoint", func() bool {
 		return h.count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'`) == 0
 	})
-	if n := h.count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'`); n != 6 {
-		t.Fatalf("%d failed deliveries, want 6", n)
+	failed := h.count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'`)
+	if total := h.count(`SELECT count(*) FROM webhook_deliveries`); failed != total || failed < 4 {
+		t.Fatalf("%d failed deliveries of %d", failed, total)
 	}
 	// Re-enabled and replayed, they are delivered.
 	h.recv.SetMode("dead", webhooksim.ModeOK, 0)
 	if _, err := h.store.Enable(h.ctx, acme, ep.ID); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := h.store.ReplayFailed(h.ctx, acme, ep.ID, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil || n != 6 {
-		t.Fatalf("replay = %d, %v", n, err)
+	if n, err := h.store.ReplayFailed(h.ctx, acme, ep.ID, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil || int(n) != failed {
+		t.Fatalf("replay = %d, %v; want %d", n, err, failed)
 	}
-	eventually(t, 10*time.Second, "replayed deliveries received", func() bool { return h.recv.Stats("dead").Unique == 6 })
+	eventually(t, 10*time.Second, "replayed deliveries received", func() bool { return h.recv.Stats("dead").Unique == failed })
 }
 
 func TestTestEventIsSent(t *testing.T) {
