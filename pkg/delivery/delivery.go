@@ -23,9 +23,11 @@
 //	failed     permanent provider error (error_code, error_title), retries
 //	           exhausted, or the batch could not be expanded
 //	skipped_opt_out  a non-forced campaign message to a contact who opted out
+//	cancelled  its batch was cancelled before the message was handed to the
+//	           provider (see pkg/batchctl)
 //
-// sent, delivered, read, failed and skipped_opt_out are terminal for the
-// dispatcher. Status callbacks only move forward: sent < failed < delivered
+// sent, delivered, read, failed, skipped_opt_out and cancelled are terminal
+// for the dispatcher. Status callbacks only move forward: sent < failed < delivered
 // < read (see ApplyStatuses).
 //
 // # Batch lifecycle
@@ -36,6 +38,19 @@
 //	completed  every message is terminal
 //	failed     could not be expanded (campaign, automation, template or
 //	           account gone, account disconnected); its messages say why
+//	cancelled  cancelled before the provider accepted any of its messages
+//	           (a batch cancelled later is completed, with a cancelled count)
+//
+// # Cancellation
+//
+// A cancelled batch has batches.cancelled_at. Cancelling turns its queued,
+// scheduled and deferred messages into cancelled, under the batch's row lock
+// and with a state-conditional update, so a message is either claimed
+// (sending) or cancelled, never both. Messages that come back to the queue
+// later (a retry, a released or stale claim) are cancelled when the
+// recorder or the sweep records that (CompleteBatches), in the same
+// transaction; a batch cancelled while still in the stream is recorded with
+// status cancelled, and its expansion creates its messages cancelled.
 //
 // # Message batches
 //
@@ -90,16 +105,21 @@ const (
 	StateRead          State = "read"
 	StateFailed        State = "failed"
 	StateSkippedOptOut State = "skipped_opt_out"
+	StateCancelled     State = "cancelled"
 )
 
 // States lists every message state, in lifecycle order.
 var States = []State{StateQueued, StateScheduled, StateDeferred, StateSending, StateSent,
-	StateDelivered, StateRead, StateFailed, StateSkippedOptOut}
+	StateDelivered, StateRead, StateFailed, StateSkippedOptOut, StateCancelled}
+
+// Cancellable lists the states a cancel moves to cancelled: not yet handed
+// to the provider.
+var Cancellable = []State{StateQueued, StateScheduled, StateDeferred}
 
 // Terminal reports whether a message in state s is done for the dispatcher.
 func (s State) Terminal() bool {
 	switch s {
-	case StateSent, StateDelivered, StateRead, StateFailed, StateSkippedOptOut:
+	case StateSent, StateDelivered, StateRead, StateFailed, StateSkippedOptOut, StateCancelled:
 		return true
 	}
 	return false
@@ -115,6 +135,7 @@ const (
 	BatchProcessing BatchState = "processing"
 	BatchCompleted  BatchState = "completed"
 	BatchFailed     BatchState = "failed"
+	BatchCancelled  BatchState = "cancelled"
 )
 
 // ErrNotFound is a batch that does not exist for the asking company.

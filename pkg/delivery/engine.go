@@ -50,7 +50,8 @@ RETURNING m.id, m.batch_id::text, m.state::text, m.phone, COALESCE(m.template_id
 // deferSQL moves an account's due non-forced campaign messages to the next
 // opening of its delivery hours.
 const deferSQL = `
-UPDATE messages SET state = 'deferred', not_before = $3, updated_at = $2
+UPDATE messages SET state = 'deferred', not_before = $3, updated_at = $2,
+	deferred_at = CASE WHEN state = 'deferred' THEN deferred_at ELSE $2::timestamptz END
 WHERE lane = 'campaign' AND messaging_account_id = $1
   AND state IN ('queued', 'scheduled', 'deferred') AND not_before <= $2 AND NOT bypass_rules`
 
@@ -565,12 +566,16 @@ func (e *engine) failure(o outcome, m claimed, err error) outcome {
 	class := whatsapp.Classify(err)
 	var floor time.Duration
 	var pe *whatsapp.Error
-	if errors.As(err, &pe) {
+	var re *whatsapp.RenderError
+	switch {
+	case errors.As(err, &pe):
 		o.code, o.title, floor = pe.Code, pe.Title, pe.RetryAfter
 		if o.title == "" {
 			o.title = pe.Message
 		}
-	} else {
+	case errors.As(err, &re):
+		o.code, o.title = re.ErrorCode(), re.Title()
+	default:
 		o.title = err.Error()
 	}
 	attempt := m.attempts + 1

@@ -137,8 +137,11 @@ func optional[T comparable](v T) *T {
 
 // lockBatch records the batch (an earlier delivery may have done it) and
 // locks its row, so that concurrent deliveries of one batch expand it once.
-// fresh is false when it was expanded before.
-func lockBatch(ctx context.Context, tx pgx.Tx, r batchRow) (fresh bool, err error) {
+// fresh is false when it was expanded before. cancelled is whether the
+// batch was cancelled while it waited in the stream (pkg/batchctl recorded
+// it with status cancelled): it is expanded all the same, and its messages
+// are cancelled in the same transaction (expanded).
+func lockBatch(ctx context.Context, tx pgx.Tx, r batchRow) (fresh, cancelled bool, err error) {
 	if _, err := tx.Exec(ctx, `
 		INSERT INTO batches (id, company_id, kind, source, campaign_id, automation_id, segment_id, contact_count,
 			is_forced, scheduled_at, status, idempotency_key, accepted_at, overrides, created_at)
@@ -146,7 +149,7 @@ func lockBatch(ctx context.Context, tx pgx.Tx, r batchRow) (fresh bool, err erro
 		ON CONFLICT (id) DO NOTHING`,
 		r.id, r.companyID, r.kind, r.source, r.campaignID, r.automationID, r.segmentID, r.contactCount,
 		r.isForced, r.scheduledAt, r.idempotencyKey, r.acceptedAt, r.overrides, r.acceptedAt); err != nil {
-		return false, fmt.Errorf("record batch: %w", err)
+		return false, false, fmt.Errorf("record batch: %w", err)
 	}
 	var company int64
 	var status string
@@ -154,12 +157,42 @@ func lockBatch(ctx context.Context, tx pgx.Tx, r batchRow) (fresh bool, err erro
 	if err := tx.QueryRow(ctx, `
 		SELECT company_id, status::text, EXISTS (SELECT 1 FROM messages WHERE batch_id = b.id)
 		FROM batches b WHERE id = $1 FOR UPDATE`, r.id).Scan(&company, &status, &expanded); err != nil {
-		return false, fmt.Errorf("lock batch: %w", err)
+		return false, false, fmt.Errorf("lock batch: %w", err)
 	}
 	if company != r.companyID {
-		return false, reject("batch %s is recorded for company %d, the message says %d", r.id, company, r.companyID)
+		return false, false, reject("batch %s is recorded for company %d, the message says %d", r.id, company, r.companyID)
 	}
-	return status == string(BatchAccepted) && !expanded, nil
+	if expanded {
+		return false, false, nil
+	}
+	switch BatchState(status) {
+	case BatchAccepted:
+		return true, false, nil
+	case BatchCancelled:
+		// The cancel recorded what the stream said; the batch itself knows
+		// its targets and options.
+		if _, err := tx.Exec(ctx, `
+			UPDATE batches SET campaign_id = $2, automation_id = $3, segment_id = $4, is_forced = $5,
+				scheduled_at = $6, idempotency_key = $7, overrides = $8, status = 'accepted'
+			WHERE id = $1`,
+			r.id, r.campaignID, r.automationID, r.segmentID, r.isForced, r.scheduledAt, r.idempotencyKey, r.overrides); err != nil {
+			return false, false, fmt.Errorf("record cancelled batch %s: %w", r.id, err)
+		}
+		return true, true, nil
+	}
+	return false, false, nil
+}
+
+// finishCancelled ends the expansion of a batch cancelled in the stream:
+// its new messages become cancelled and its status follows (see
+// CompleteBatches): cancelled, even when its targets were gone (its failed
+// messages say so); nothing is due.
+func finishCancelled(ctx context.Context, tx pgx.Tx, id string, count int, failure string, now time.Time, out *Expansion) error {
+	if err := finishBatch(ctx, tx, id, BatchProcessing, count, failure, now); err != nil {
+		return err
+	}
+	out.Due, out.AccountID, out.MoreAccounts = false, 0, nil
+	return completeBatches(ctx, tx, []string{id}, now)
 }
 
 func finishBatch(ctx context.Context, tx pgx.Tx, id string, status BatchState, count int, failure string, now time.Time) error {
@@ -275,7 +308,7 @@ func (x *Expander) Campaign(ctx context.Context, b *sendsv1.CampaignBatch) (Expa
 				row.campaignID = nil
 			}
 		}
-		fresh, err := lockBatch(ctx, tx, row)
+		fresh, cancelled, err := lockBatch(ctx, tx, row)
 		if err != nil || !fresh {
 			out = Expansion{Result: ResultRedelivered}
 			return err
@@ -284,6 +317,9 @@ func (x *Expander) Campaign(ctx context.Context, b *sendsv1.CampaignBatch) (Expa
 			out = Expansion{Result: ResultFailed, Messages: len(phones)}
 			if err := insertFailed(ctx, tx, LaneCampaign, row.id, row.companyID, phones, failure, now); err != nil {
 				return err
+			}
+			if cancelled {
+				return finishCancelled(ctx, tx, row.id, len(phones), failure, now, &out)
 			}
 			return finishBatch(ctx, tx, row.id, BatchFailed, len(phones), failure, now)
 		}
@@ -323,6 +359,9 @@ func (x *Expander) Campaign(ctx context.Context, b *sendsv1.CampaignBatch) (Expa
 			status = BatchScheduled
 		}
 		out = Expansion{Result: ResultExpanded, AccountID: acct.ID, Messages: int(tag), Due: tag > 0 && state == StateQueued}
+		if cancelled {
+			return finishCancelled(ctx, tx, row.id, int(tag), "", now, &out)
+		}
 		return finishBatch(ctx, tx, row.id, status, int(tag), "", now)
 	})
 	if err != nil {
@@ -425,7 +464,7 @@ func (x *Expander) Automation(ctx context.Context, b *sendsv1.AutomationBatch) (
 	}
 	var out Expansion
 	err = x.inTx(ctx, func(tx pgx.Tx) error {
-		fresh, err := lockBatch(ctx, tx, row)
+		fresh, cancelled, err := lockBatch(ctx, tx, row)
 		if err != nil || !fresh {
 			out = Expansion{Result: ResultRedelivered}
 			return err
@@ -434,6 +473,9 @@ func (x *Expander) Automation(ctx context.Context, b *sendsv1.AutomationBatch) (
 			out = Expansion{Result: ResultFailed, Messages: len(order)}
 			if err := insertFailed(ctx, tx, LaneAutomation, row.id, row.companyID, order, failure, now); err != nil {
 				return err
+			}
+			if cancelled {
+				return finishCancelled(ctx, tx, row.id, len(order), failure, now, &out)
 			}
 			return finishBatch(ctx, tx, row.id, BatchFailed, len(order), failure, now)
 		}
@@ -485,6 +527,9 @@ func (x *Expander) Automation(ctx context.Context, b *sendsv1.AutomationBatch) (
 			status = BatchCompleted
 		}
 		out = Expansion{Result: ResultExpanded, AccountID: *au.MessagingAccountID, Messages: n, Due: n > 0}
+		if cancelled {
+			return finishCancelled(ctx, tx, row.id, n, "", now, &out)
+		}
 		return finishBatch(ctx, tx, row.id, status, n, "", now)
 	})
 	if err != nil {

@@ -205,7 +205,7 @@ func (x *Expander) Messages(ctx context.Context, b *sendsv1.MessageBatch) (Expan
 
 	var out Expansion
 	err := x.inTx(ctx, func(tx pgx.Tx) error {
-		fresh, err := lockBatch(ctx, tx, row)
+		fresh, cancelled, err := lockBatch(ctx, tx, row)
 		if err != nil || !fresh {
 			out = Expansion{Result: ResultRedelivered}
 			return err
@@ -239,6 +239,9 @@ func (x *Expander) Messages(ctx context.Context, b *sendsv1.MessageBatch) (Expan
 		}
 		if len(wake) > 0 {
 			out.AccountID, out.MoreAccounts = wake[0], wake[1:]
+		}
+		if cancelled {
+			return finishCancelled(ctx, tx, row.id, created, failure, now, &out)
 		}
 		return finishBatch(ctx, tx, row.id, status, created, failure, now)
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -45,7 +46,8 @@ const flushTimeout = 30 * time.Second
 // was taken back by the lease and claimed again (another claimed_at) is left
 // alone; a row the lease put back in queued but nobody claimed yet still
 // takes its outcome, which closes most of the duplicate window after a long
-// outage.
+// outage. Such a row may have been cancelled meanwhile: a send still
+// records (the provider has it), other outcomes leave it cancelled.
 const recordSQL = `
 UPDATE messages m SET
 	state = (CASE r.kind WHEN 'sent' THEN 'sent' WHEN 'failed' THEN 'failed' ELSE 'queued' END)::message_state,
@@ -59,47 +61,81 @@ UPDATE messages m SET
 	updated_at = r.at
 FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::text[], $5::int[], $6::text[], $7::timestamptz[], $8::timestamptz[])
 	AS r(id, claimed_at, kind, wamid, code, title, not_before, at)
-WHERE m.id = r.id AND m.claimed_at = r.claimed_at AND m.state IN ('sending', 'queued')
+WHERE m.id = r.id AND m.claimed_at = r.claimed_at
+  AND (m.state IN ('sending', 'queued') OR (m.state = 'cancelled' AND r.kind = 'sent'))
 RETURNING m.batch_id::text, r.kind, COALESCE(m.provider_message_id, ''), m.id, m.company_id, m.phone,
 	COALESCE(m.error_code, 0), COALESCE(m.error_title, ''), r.at`
 
+// cancelQueuedSQL cancels the messages of cancelled batches that are back
+// in the queue (a retry, a released or stale claim) or were never sent:
+// under the batches' row locks, in the transaction that put them there, so
+// that no dispatcher claims them in between.
+const cancelQueuedSQL = `
+UPDATE messages m SET state = 'cancelled', cancelled_at = $2, updated_at = $2
+FROM batches b
+WHERE b.id = ANY($1::uuid[]) AND b.cancelled_at IS NOT NULL AND m.batch_id = b.id
+  AND m.state IN ('queued', 'scheduled', 'deferred')`
+
 // completeSQL moves touched batches to completed when none of their
 // messages can still change, else to processing (a scheduled batch whose
-// first message went out). The caller holds the batches' row locks, so two
-// recorders finishing one batch's last messages cannot both miss it.
+// first message went out). A cancelled batch none of whose messages the
+// provider accepted (sent_at) is cancelled instead of completed. The caller
+// holds the batches' row locks, so two recorders finishing one batch's last
+// messages cannot both miss it.
 const completeSQL = `
 UPDATE batches b SET
-	status = (CASE WHEN x.open THEN 'processing' ELSE 'completed' END)::batch_status,
-	completed_at = CASE WHEN x.open THEN NULL ELSE $2::timestamptz END
-FROM (SELECT id, EXISTS (SELECT 1 FROM messages m WHERE m.batch_id = bb.id
+	status = (CASE WHEN x.open THEN 'processing'
+		WHEN b.cancelled_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.batch_id = b.id AND m.sent_at IS NOT NULL)
+		THEN 'cancelled' ELSE 'completed' END)::batch_status,
+	completed_at = CASE WHEN x.open THEN NULL ELSE COALESCE(b.completed_at, $2::timestamptz) END
+FROM (SELECT id, bb.status AS old, EXISTS (SELECT 1 FROM messages m WHERE m.batch_id = bb.id
 		AND m.state IN ('queued', 'scheduled', 'deferred', 'sending')) AS open
 	FROM batches bb WHERE bb.id = ANY($1::uuid[])) x
-WHERE b.id = x.id AND b.status IN ('scheduled', 'processing')
-RETURNING b.id::text, b.company_id, b.kind::text, b.status::text`
+WHERE b.id = x.id AND b.status IN ('scheduled', 'processing', 'cancelled')
+RETURNING b.id::text, b.company_id, b.kind::text, b.status::text, x.old::text`
 
-// completeBatches locks the batches (in id order, so that concurrent
-// recorders never deadlock) and updates their status.
+// CompleteBatches locks the batches (in id order, so that concurrent
+// recorders never deadlock), cancels what came back to the queue of the
+// cancelled ones, and updates their status. Call it in the transaction that
+// changed their messages.
+func CompleteBatches(ctx context.Context, tx pgx.Tx, batches []string, now time.Time) error {
+	return completeBatches(ctx, tx, batches, now)
+}
+
 func completeBatches(ctx context.Context, tx pgx.Tx, batches []string, now time.Time) error {
 	if len(batches) == 0 {
 		return nil
 	}
 	sort.Strings(batches)
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM batches WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`, batches); err != nil {
+	rows, err := tx.Query(ctx, `SELECT cancelled_at IS NOT NULL FROM batches WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`, batches)
+	if err != nil {
 		return fmt.Errorf("lock batches: %w", err)
 	}
-	rows, err := tx.Query(ctx, completeSQL, batches, now)
+	flags, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	if err != nil {
+		return fmt.Errorf("lock batches: %w", err)
+	}
+	if slices.Contains(flags, true) {
+		if _, err := tx.Exec(ctx, cancelQueuedSQL, batches, now); err != nil {
+			return fmt.Errorf("cancel requeued messages: %w", err)
+		}
+	}
+	rows, err = tx.Query(ctx, completeSQL, batches, now)
 	if err != nil {
 		return fmt.Errorf("complete batches: %w", err)
 	}
 	var done []finishedBatch
 	for rows.Next() {
 		b := finishedBatch{at: now}
-		var status string
-		if err := rows.Scan(&b.id, &b.companyID, &b.kind, &status); err != nil {
+		var status, old string
+		if err := rows.Scan(&b.id, &b.companyID, &b.kind, &status, &old); err != nil {
 			rows.Close()
 			return fmt.Errorf("complete batches: %w", err)
 		}
-		if b.status = BatchState(status); b.status == BatchCompleted {
+		// An event for a batch that reaches completed (a cancelled batch
+		// none of whose messages went out stays cancelled: its
+		// batch.cancelled came with the cancel).
+		if b.status = BatchState(status); b.status == BatchCompleted && old != status {
 			done = append(done, b)
 		}
 	}
@@ -301,10 +337,14 @@ func (r *recorder) write(buf []outcome) error {
 	notBefores := make([]*time.Time, 0, n)
 	ats := make([]time.Time, 0, n)
 	touched := map[string]bool{}
+	var refused []int64
 	for _, o := range buf {
 		if o.kind == kindTouch {
 			touched[o.batchID] = true
 			continue
+		}
+		if o.kind == kindFailed && o.code == CodeUserStoppedMarketing {
+			refused = append(refused, o.id)
 		}
 		ids = append(ids, o.id)
 		claimed = append(claimed, o.claimedAt)
@@ -365,6 +405,9 @@ func (r *recorder) write(buf []outcome) error {
 			}
 		}
 		now := r.now()
+		if err := optOutRefused(ctx, tx, refused, nil, now); err != nil {
+			return err
+		}
 		if len(sent) > 0 {
 			early, err := takeBacklog(ctx, tx, sent)
 			if err != nil {

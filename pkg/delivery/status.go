@@ -141,6 +141,11 @@ func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, 
 	if err := emitMessages(ctx, db, changed); err != nil {
 		return ApplyResult{}, err
 	}
+	if refused := refusedWamids(rows); len(refused) > 0 {
+		if err := optOutRefused(ctx, db, nil, refused, now); err != nil {
+			return ApplyResult{}, err
+		}
+	}
 	return res, nil
 }
 
@@ -151,22 +156,25 @@ func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, 
 // provider can call back before the dispatcher commits its send) is kept in
 // provider_status_backlog and applied when the dispatcher records the wamid.
 // now is the receipt time. Each change writes its event (message.delivered,
-// message.read, message.failed) in the same transaction.
-func ApplyStatuses(ctx context.Context, db TxDB, updates []whatsapp.StatusUpdate, now time.Time) (ApplyResult, error) {
+// message.read, message.failed) in the same transaction, and a failed
+// status with 131050 (the user stopped marketing messages) also opts the
+// message's contact out in it. db is a pool or a connection (a transaction
+// is begun on it), or a transaction.
+func ApplyStatuses(ctx context.Context, db DB, updates []whatsapp.StatusUpdate, now time.Time) (ApplyResult, error) {
+	rows := rowsOf(updates, now)
+	b, ok := db.(interface {
+		Begin(ctx context.Context) (pgx.Tx, error)
+	})
+	if !ok {
+		return applyStatuses(ctx, db, rows, now, true)
+	}
 	var res ApplyResult
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, b, func(tx pgx.Tx) error {
 		var err error
-		res, err = applyStatuses(ctx, tx, rowsOf(updates, now), now, true)
+		res, err = applyStatuses(ctx, tx, rows, now, true)
 		return err
 	})
 	return res, err
-}
-
-// TxDB is a DB that can begin a transaction: a pool, a connection or a
-// transaction (a savepoint).
-type TxDB interface {
-	DB
-	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // takeBacklog removes and returns the backlogged statuses of wamids that
@@ -241,12 +249,15 @@ type Batch struct {
 	ScheduledAt  *time.Time `json:"scheduled_at,omitempty"`
 	AcceptedAt   time.Time  `json:"accepted_at"`
 	CompletedAt  *time.Time `json:"completed_at,omitempty"`
+	// CancelledAt is when the batch was first cancelled.
+	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
 	// Counts has every message state, zero included.
 	Counts map[State]int `json:"counts"`
 }
 
 // BatchStatus returns a company's batch with its messages counted by state;
 // another company's batch (or an unknown or malformed id) is ErrNotFound.
+// db may be a transaction.
 func BatchStatus(ctx context.Context, db DB, companyID int64, batchID string) (Batch, error) {
 	if _, err := uuid.Parse(batchID); err != nil {
 		return Batch{}, fmt.Errorf("batch %q: %w", batchID, ErrNotFound)
@@ -255,10 +266,10 @@ func BatchStatus(ctx context.Context, db DB, companyID int64, batchID string) (B
 	var status string
 	err := db.QueryRow(ctx, `
 		SELECT id::text, company_id, kind::text, source, status::text, COALESCE(error, ''), contact_count, is_forced,
-			scheduled_at, accepted_at, completed_at
+			scheduled_at, accepted_at, completed_at, cancelled_at
 		FROM batches WHERE id = $1::uuid AND company_id = $2`, batchID, companyID).
 		Scan(&b.ID, &b.CompanyID, &b.Kind, &b.Source, &status, &b.Error, &b.ContactCount, &b.IsForced,
-			&b.ScheduledAt, &b.AcceptedAt, &b.CompletedAt)
+			&b.ScheduledAt, &b.AcceptedAt, &b.CompletedAt, &b.CancelledAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Batch{}, fmt.Errorf("batch %s: %w", batchID, ErrNotFound)
 	}
@@ -275,6 +286,7 @@ func BatchStatus(ctx context.Context, db DB, companyID int64, batchID string) (B
 		return Batch{}, fmt.Errorf("count messages of batch %s: %w", batchID, err)
 	}
 	defer rows.Close()
+	total := 0
 	for rows.Next() {
 		var s string
 		var n int
@@ -282,9 +294,15 @@ func BatchStatus(ctx context.Context, db DB, companyID int64, batchID string) (B
 			return Batch{}, fmt.Errorf("count messages of batch %s: %w", batchID, err)
 		}
 		b.Counts[State(s)] = n
+		total += n
 	}
 	if err := rows.Err(); err != nil {
 		return Batch{}, fmt.Errorf("count messages of batch %s: %w", batchID, err)
+	}
+	if b.Status == BatchCancelled && total == 0 {
+		// Cancelled in the stream and not expanded yet: its messages will
+		// be created cancelled.
+		b.Counts[StateCancelled] = b.ContactCount
 	}
 	return b, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/parleyhq/parley/pkg/apikey"
 	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/contacts"
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/pkg/store"
@@ -21,6 +22,7 @@ import (
 	"github.com/parleyhq/parley/services/admin/internal/console"
 	"github.com/parleyhq/parley/services/admin/internal/credentials"
 	"github.com/parleyhq/parley/services/admin/internal/loginthrottle"
+	"github.com/parleyhq/parley/services/admin/internal/sends"
 )
 
 // sessionSweepInterval is how often expired console sessions are deleted.
@@ -92,6 +94,7 @@ func newApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func() 
 			PerEmail: cfg.Console.LoginMaxFailuresPerEmail, PerIP: cfg.Console.LoginMaxFailuresPerIP, Window: cfg.Console.LoginFailureWindow,
 		}, now),
 		Credentials:       creds,
+		Sends:             sends.New(pool, now),
 		Webhooks:          hooks,
 		Sessions:          sessions,
 		Log:               log.Named("console"),
@@ -108,7 +111,12 @@ func newApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func() 
 
 	mux := http.NewServeMux()
 	probe.Register(mux)
-	mux.Handle(adminapi.Prefix, adminapi.New(cfg.AdminToken, creds, hooks, log.Named("adminapi")))
+	mux.Handle(adminapi.Prefix, adminapi.New(cfg.AdminToken, creds, hooks, log.Named("adminapi")).
+		WithAddressBook(contacts.NewStore(pool, now), func(ctx context.Context, id int64) (bool, error) {
+			var found bool
+			err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM companies WHERE id = $1)`, id).Scan(&found)
+			return found, err
+		}))
 	mux.Handle("/", ui)
 	handler := accessLog(log, mux)
 	srv := ops.NewServer(cfg.Addr, handler)

@@ -63,6 +63,31 @@ func screenshotDir(t *testing.T) string {
 	return out
 }
 
+// chromiumTab starts a headless Chromium for the test and returns a tab;
+// both end with the test.
+func chromiumTab(t *testing.T, ctx context.Context, exe string) context.Context {
+	t.Helper()
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(exe),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.Flag("mute-audio", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 860),
+	)
+	tab, closeTab := chromedp.NewContext(allocCtx)
+	t.Cleanup(func() { closeTab(); cancelAlloc() })
+	return tab
+}
+
 // TestBrowserCredentials drives the console in headless Chromium as a
 // customer would: an admin signs in, creates, copies, rotates and revokes
 // the key; then a member finds nothing to press and a forged request is
@@ -83,25 +108,7 @@ func TestBrowserCredentials(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(exe),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.Flag("mute-audio", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 860),
-	)
-	defer cancelAlloc()
-	tab, closeTab := chromedp.NewContext(allocCtx)
-	defer closeTab()
+	tab := chromiumTab(t, ctx, exe)
 
 	step := 0
 	shot := func(name string) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
+	"github.com/parleyhq/parley/pkg/ratelimit"
 	"github.com/parleyhq/parley/pkg/ratelimit/ratelimittest"
 	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/pkg/serviceproc"
@@ -49,6 +50,7 @@ func TestMain(m *testing.M) {
 	if gatewayBuildDir != "" {
 		_ = os.RemoveAll(gatewayBuildDir)
 	}
+	removeServiceBuilds()
 	os.Exit(code)
 }
 
@@ -59,6 +61,8 @@ type gateway struct {
 	url        string
 	campaignID int64
 	client     *http.Client
+	// redis is the gateway's Redis, for the dispatchers beside it.
+	redis ratelimit.RedisConfig
 }
 
 // startGateway provisions a sendable campaign for the env's company and
@@ -123,7 +127,7 @@ func (e *env) startGateway() *gateway {
 			t.Errorf("%v; its output ends:\n%s", err, p.Logs())
 		}
 	})
-	return &gateway{t: t, url: "http://" + addr, campaignID: camp.ID, client: &http.Client{Timeout: 10 * time.Second}}
+	return &gateway{t: t, url: "http://" + addr, campaignID: camp.ID, client: &http.Client{Timeout: 10 * time.Second}, redis: redis}
 }
 
 // send posts a one-contact campaign send with key and returns the status.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/parleyhq/parley/pkg/batchctl"
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
@@ -130,6 +132,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 		Sends:       sends.New(cat, segs, pub, cfg.NATS, now),
 		Idempotency: idem,
 		Batches:     records,
+		Control:     records,
 		Statuses:    records,
 		Segments:    segs,
 		Docs:        docs,
@@ -163,9 +166,49 @@ func (d deliveryRecords) PendingBatch(ctx context.Context, companyID int64, batc
 	return d.pending.Batch(ctx, companyID, batchID)
 }
 
+// CancelBatch cancels a recorded batch, else one waiting in the stream,
+// else a recorded one again: as findBatch reads, so that a batch moving
+// from the stream to the record is always found.
+func (d deliveryRecords) CancelBatch(ctx context.Context, companyID int64, batchID string) (batchctl.Result, error) {
+	res, err := batchctl.CancelAt(ctx, d.pool, companyID, batchID, d.now())
+	if !errors.Is(err, delivery.ErrNotFound) {
+		return res, err
+	}
+	p, err := d.pending.Batch(ctx, companyID, batchID)
+	switch {
+	case err == nil:
+		return batchctl.CancelPending(ctx, d.pool, p, d.now())
+	case !errors.Is(err, delivery.ErrNotFound):
+		return batchctl.Result{}, err
+	}
+	return batchctl.CancelAt(ctx, d.pool, companyID, batchID, d.now())
+}
+
+// BatchMessages lists a recorded batch's messages; a batch still in the
+// stream has none yet.
+func (d deliveryRecords) BatchMessages(ctx context.Context, companyID int64, batchID string, f batchctl.Filter) (batchctl.Page, error) {
+	page, err := batchctl.Messages(ctx, d.pool, companyID, batchID, f)
+	if !errors.Is(err, delivery.ErrNotFound) {
+		return page, err
+	}
+	if _, err := d.pending.Batch(ctx, companyID, batchID); err != nil {
+		if errors.Is(err, delivery.ErrNotFound) {
+			// Recorded meanwhile?
+			return batchctl.Messages(ctx, d.pool, companyID, batchID, f)
+		}
+		return batchctl.Page{}, err
+	}
+	return batchctl.Page{BatchID: batchID, Messages: []batchctl.Message{}}, nil
+}
+
 func (d deliveryRecords) ApplyStatuses(ctx context.Context, updates []whatsapp.StatusUpdate) error {
 	_, err := delivery.ApplyStatuses(ctx, d.pool, updates, d.now())
 	return err
+}
+
+func (d deliveryRecords) ReceiveMessages(ctx context.Context, msgs []whatsapp.InboundMessage) (int, error) {
+	res, err := delivery.ReceiveMessages(ctx, d.pool, msgs, d.now())
+	return res.Ignored, err
 }
 
 func (a *app) run(ctx context.Context) error {

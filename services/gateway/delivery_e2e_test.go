@@ -27,12 +27,19 @@ import (
 // gateway harness's database, NATS and Redis, sharing its clock.
 type stack struct {
 	*gw
-	sim *whatsappsim.Sim
+	sim    *whatsappsim.Sim
+	simURL string
 }
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
-	g := newGateway(t, gwOptions{})
+	return newStackOn(t, newGateway(t, gwOptions{}), 1)
+}
+
+// newStackOn starts the simulator and the dispatchers, campaigns of them
+// on the campaign lane (competing for its messages), against g.
+func newStackOn(t *testing.T, g *gw, campaigns int) *stack {
+	t.Helper()
 	sim, err := whatsappsim.New(whatsappsim.Config{
 		Throughput: 1000,
 		Callbacks: whatsappsim.CallbackConfig{
@@ -70,7 +77,11 @@ func newStack(t *testing.T) *stack {
 		FlushSize: 100, SweepInterval: 100 * time.Millisecond, ExpandWorkers: 2, AckWait: 30 * time.Second,
 		CacheTTL: time.Second, ShutdownTimeout: 5 * time.Second,
 	}
-	for _, lane := range []delivery.Lane{delivery.LaneCampaign, delivery.LaneAutomation} {
+	lanes := []delivery.Lane{delivery.LaneAutomation}
+	for range campaigns {
+		lanes = append(lanes, delivery.LaneCampaign)
+	}
+	for _, lane := range lanes {
 		d, err := delivery.New(lane, cfg, delivery.Deps{
 			Pool: g.pool, JS: g.js, Bus: g.busCfg, Catalog: catalog.NewStore(g.pool, box), Sender: client,
 			Throttle: limiter, Clock: g.clock.now, Log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
@@ -89,7 +100,7 @@ func newStack(t *testing.T) *stack {
 			}
 		})
 	}
-	return &stack{gw: g, sim: sim}
+	return &stack{gw: g, sim: sim, simURL: srv.URL}
 }
 
 // serve provisions a tenant whose account the simulator accepts.

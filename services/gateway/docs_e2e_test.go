@@ -108,4 +108,13 @@ func TestTheGatewayAnswersAsDocumented(t *testing.T) {
 	}
 	g.conforms(v, true, "GET", "/api/batches/"+batchID, co.key, "", 200)
 	g.conforms(v, true, "GET", "/api/batches/0193a5c4-7f1e-7cc2-9d5e-3b8f2a61c0de", co.key, "", 404)
+	// No dispatcher runs here: the batch waits in the stream, and is
+	// listed empty and cancelled there.
+	g.conforms(v, true, "GET", "/api/batches/"+batchID+"/messages?state=queued&state=failed&limit=10", co.key, "", 200)
+	g.conforms(v, false, "GET", "/api/batches/"+batchID+"/messages?limit=0", co.key, "", 422)
+	g.conforms(v, true, "GET", "/api/batches/0193a5c4-7f1e-7cc2-9d5e-3b8f2a61c0de/messages", co.key, "", 404)
+	g.conforms(v, true, "POST", "/api/batches/"+batchID+"/cancel", co.key, "{}", 200)
+	g.conforms(v, true, "POST", "/api/batches/"+batchID+"/cancel", co.key, "", 200)
+	g.conforms(v, true, "POST", "/api/batches/0193a5c4-7f1e-7cc2-9d5e-3b8f2a61c0de/cancel", co.key, "", 404)
+	g.conforms(v, false, "POST", "/api/batches/"+batchID+"/cancel", co.key, "[1]", 422)
 }

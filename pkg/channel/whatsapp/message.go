@@ -82,9 +82,52 @@ var ErrInvalidMessage = errors.New("whatsapp: invalid message")
 // Permanent: sending the same data again fails the same way. It names the
 // part at fault, never the recipient's data.
 type RenderError struct {
+	// Code is Parley's own error code (CodeVariableMissing, ...), recorded
+	// as the message's error code; zero reads as CodeCannotRender.
+	Code int
 	// Part is what could not be filled, e.g. "body parameter 2 (variable order_id)".
 	Part   string
 	Reason string
+}
+
+// Parley's own error codes for a message that cannot be built from its
+// template and recipient, recorded in the message's error_code like the
+// provider's codes (which never reach 900000).
+const (
+	// CodeCannotRender is any other problem of the template (an unknown
+	// source or header kind, no name, too many buttons).
+	CodeCannotRender = 900000
+	// CodeVariableMissing: a body parameter is empty and has no default.
+	CodeVariableMissing = 900001
+	// CodeMediaMissing: a media header has no link anywhere.
+	CodeMediaMissing = 900002
+	// CodeButtonSuffixMissing: a URL button has no suffix and no default.
+	CodeButtonSuffixMissing = 900003
+	// CodeInvalidRecipient: the number is not E.164.
+	CodeInvalidRecipient = 900004
+)
+
+// renderTitles are the short titles of Parley's codes.
+var renderTitles = map[int]string{
+	CodeCannotRender:        "Template cannot be rendered",
+	CodeVariableMissing:     "Template variable missing",
+	CodeMediaMissing:        "Header media missing",
+	CodeButtonSuffixMissing: "URL button suffix missing",
+	CodeInvalidRecipient:    "Invalid recipient number",
+}
+
+// ErrorCode is the error's code (CodeCannotRender when unset).
+func (e *RenderError) ErrorCode() int {
+	if _, ok := renderTitles[e.Code]; ok {
+		return e.Code
+	}
+	return CodeCannotRender
+}
+
+// Title is the code's title and what is missing, e.g. "Template variable
+// missing: body parameter 2 (variable order_id) is empty and has no default".
+func (e *RenderError) Title() string {
+	return renderTitles[e.ErrorCode()] + ": " + e.Part + ": " + e.Reason
 }
 
 func (e *RenderError) Error() string {
@@ -112,7 +155,7 @@ func (e *RenderError) Is(target error) bool { return target == ErrInvalidMessage
 func BuildTemplateMessage(tpl Template, to Recipient, ov Overrides) (TemplateMessage, error) {
 	number, ok := phone.Normalize(to.Phone)
 	if !ok {
-		return TemplateMessage{}, &RenderError{Part: "recipient", Reason: "phone is not an E.164 number"}
+		return TemplateMessage{}, &RenderError{Code: CodeInvalidRecipient, Part: "recipient", Reason: "phone is not an E.164 number"}
 	}
 	if tpl.Name == "" {
 		return TemplateMessage{}, &RenderError{Part: "template", Reason: "name is empty"}
@@ -161,6 +204,7 @@ func BuildTemplateMessage(tpl Template, to Recipient, ov Overrides) (TemplateMes
 		suffix := buttonSuffix(b, override)
 		if suffix == "" {
 			return TemplateMessage{}, &RenderError{
+				Code:   CodeButtonSuffixMissing,
 				Part:   "URL button " + strconv.Itoa(i),
 				Reason: "no suffix: no override and no default",
 			}
@@ -191,13 +235,13 @@ func headerComponent(tpl Template, to Recipient, ov Overrides) (*Component, erro
 	case HeaderImage:
 		link := firstNonEmpty(to.ImageURL, ov.ImageURL, tpl.HeaderMediaURL)
 		if link == "" {
-			return nil, &RenderError{Part: "image header", Reason: "no image URL on the contact, the request or the template"}
+			return nil, &RenderError{Code: CodeMediaMissing, Part: "image header", Reason: "no image URL on the contact, the request or the template"}
 		}
 		return &Component{Type: "header", Parameters: []Parameter{{Type: "image", Image: &MediaLink{Link: link}}}}, nil
 	case HeaderVideo:
 		link := firstNonEmpty(to.VideoURL, ov.VideoURL, tpl.HeaderMediaURL)
 		if link == "" {
-			return nil, &RenderError{Part: "video header", Reason: "no video URL on the contact, the request or the template"}
+			return nil, &RenderError{Code: CodeMediaMissing, Part: "video header", Reason: "no video URL on the contact, the request or the template"}
 		}
 		return &Component{Type: "header", Parameters: []Parameter{{Type: "video", Video: &MediaLink{Link: link}}}}, nil
 	}
@@ -226,7 +270,7 @@ func bindingValue(i int, b Binding, to Recipient) (string, error) {
 		v = b.Default
 	}
 	if strings.TrimSpace(v) == "" {
-		return "", &RenderError{Part: part(), Reason: "empty and no default"}
+		return "", &RenderError{Code: CodeVariableMissing, Part: part(), Reason: "empty and no default"}
 	}
 	return v, nil
 }

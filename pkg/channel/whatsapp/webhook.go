@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/parleyhq/parley/pkg/phone"
 )
 
 // SignatureHeader is the header in which Meta signs a webhook's body.
@@ -158,14 +160,70 @@ type WebhookChange struct {
 	Field string       `json:"field"`
 }
 
-// WebhookValue holds the statuses (and, for inbound messages, messages) of
-// one phone number.
+// WebhookValue holds the statuses and the inbound messages of one phone
+// number.
 type WebhookValue struct {
-	MessagingProduct string          `json:"messaging_product"`
-	Metadata         WebhookMetadata `json:"metadata"`
-	Statuses         []WebhookStatus `json:"statuses,omitempty"`
-	// Messages are inbound messages, which Parley does not handle.
-	Messages []json.RawMessage `json:"messages,omitempty"`
+	MessagingProduct string           `json:"messaging_product"`
+	Metadata         WebhookMetadata  `json:"metadata"`
+	Contacts         []WebhookContact `json:"contacts,omitempty"`
+	Statuses         []WebhookStatus  `json:"statuses,omitempty"`
+	// Messages are the messages users sent to the number.
+	Messages []WebhookMessage `json:"messages,omitempty"`
+}
+
+// WebhookContact is the sender of inbound messages.
+type WebhookContact struct {
+	Profile WebhookProfile `json:"profile"`
+	WaID    string         `json:"wa_id"`
+}
+
+// WebhookProfile is a sender's WhatsApp profile.
+type WebhookProfile struct {
+	Name string `json:"name"`
+}
+
+// WebhookMessage is one inbound message. Parley reads text messages and
+// quick-reply buttons (type button, or interactive with a button_reply);
+// other types (image, location, ...) are only noted.
+type WebhookMessage struct {
+	From        string              `json:"from"`
+	ID          string              `json:"id"`
+	Timestamp   string              `json:"timestamp"`
+	Type        string              `json:"type"`
+	Text        *WebhookText        `json:"text,omitempty"`
+	Button      *WebhookButton      `json:"button,omitempty"`
+	Interactive *WebhookInteractive `json:"interactive,omitempty"`
+	Context     *WebhookContext     `json:"context,omitempty"`
+}
+
+// WebhookText is the body of a text message.
+type WebhookText struct {
+	Body string `json:"body"`
+}
+
+// WebhookButton is a tap on a template's quick-reply button.
+type WebhookButton struct {
+	Payload string `json:"payload"`
+	Text    string `json:"text"`
+}
+
+// WebhookInteractive is the answer to an interactive message.
+type WebhookInteractive struct {
+	Type        string              `json:"type"`
+	ButtonReply *WebhookButtonReply `json:"button_reply,omitempty"`
+	ListReply   *WebhookButtonReply `json:"list_reply,omitempty"`
+}
+
+// WebhookButtonReply is the chosen reply button (or list row).
+type WebhookButtonReply struct {
+	ID    string `json:"id"`
+	Title string `json:"title"`
+}
+
+// WebhookContext names the business message a reply answers.
+type WebhookContext struct {
+	From string `json:"from"`
+	ID   string `json:"id"`
 }
 
 // WebhookMetadata names the business phone number.
@@ -233,7 +291,54 @@ type rawValue struct {
 	Metadata struct {
 		PhoneNumberID string `json:"phone_number_id"`
 	} `json:"metadata"`
-	Statuses []json.RawMessage `json:"statuses"`
+	Contacts json.RawMessage `json:"contacts"`
+	Statuses json.RawMessage `json:"statuses"`
+	Messages json.RawMessage `json:"messages"`
+}
+
+// elements reads a JSON array leniently: anything that is not an array
+// (absent, null, an object) is no elements, and malformed says so.
+func elements(raw json.RawMessage) (els []json.RawMessage, malformed bool) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, false
+	}
+	if json.Unmarshal(raw, &els) != nil {
+		return nil, true
+	}
+	return els, false
+}
+
+// InboundMessage is one message a user sent to a business number, as
+// Parley reads it.
+type InboundMessage struct {
+	// PhoneNumberID is the business number it was sent to.
+	PhoneNumberID string
+	// ID is the inbound message's wamid.
+	ID string
+	// From is the sender's number, E.164 with '+'.
+	From string
+	// Timestamp is when the user sent it (zero if unreadable).
+	Timestamp time.Time
+	Type      string
+	// Text is a text message's body.
+	Text string
+	// ButtonPayload is a quick-reply button's payload (type button) or the
+	// id of an interactive reply button.
+	ButtonPayload string
+	// ButtonText is the button's label.
+	ButtonText string
+	// ProfileName is the sender's WhatsApp profile name, if given.
+	ProfileName string
+}
+
+// Webhook is what one delivery of the messages webhook carries.
+type Webhook struct {
+	Statuses []StatusUpdate
+	Messages []InboundMessage
+	// Malformed counts inbound messages (or messages arrays) that could not
+	// be read: no id, no valid sender, wrong shapes. They are skipped; the
+	// rest of the delivery is processed.
+	Malformed int
 }
 
 // ParseStatusWebhook reads the statuses of a messages webhook, in payload
@@ -242,14 +347,23 @@ type rawValue struct {
 // whole delivery, so one odd element must not fail the rest. The error is
 // for a body that is not a WhatsApp webhook at all.
 func ParseStatusWebhook(body []byte) ([]StatusUpdate, error) {
+	w, err := ParseWebhook(body)
+	return w.Statuses, err
+}
+
+// ParseWebhook reads the statuses and the inbound messages of a messages
+// webhook, each in payload order. As for ParseStatusWebhook, an element that
+// cannot be read is skipped (inbound ones are counted in Malformed) and never
+// fails the others; the error is for a body that is not a WhatsApp webhook.
+func ParseWebhook(body []byte) (Webhook, error) {
 	var p rawPayload
 	if err := json.Unmarshal(body, &p); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotWhatsAppWebhook, err)
+		return Webhook{}, fmt.Errorf("%w: %v", ErrNotWhatsAppWebhook, err)
 	}
 	if p.Object != WebhookObject {
-		return nil, fmt.Errorf("%w: object %q", ErrNotWhatsAppWebhook, p.Object)
+		return Webhook{}, fmt.Errorf("%w: object %q", ErrNotWhatsAppWebhook, p.Object)
 	}
-	var out []StatusUpdate
+	var w Webhook
 	for _, e := range p.Entry {
 		for _, ch := range e.Changes {
 			if ch.Field != "messages" || len(ch.Value) == 0 {
@@ -259,7 +373,9 @@ func ParseStatusWebhook(body []byte) ([]StatusUpdate, error) {
 			if json.Unmarshal(ch.Value, &v) != nil {
 				continue
 			}
-			for _, rs := range v.Statuses {
+			w.Messages, w.Malformed = inbound(v, w.Messages, w.Malformed)
+			statuses, _ := elements(v.Statuses)
+			for _, rs := range statuses {
 				var s WebhookStatus
 				if json.Unmarshal(rs, &s) != nil || s.ID == "" || Status(s.Status).Rank() == 0 {
 					continue
@@ -280,9 +396,52 @@ func ParseStatusWebhook(body []byte) ([]StatusUpdate, error) {
 					}
 					u.Errors = append(u.Errors, se)
 				}
-				out = append(out, u)
+				w.Statuses = append(w.Statuses, u)
 			}
 		}
 	}
-	return out, nil
+	return w, nil
+}
+
+// inbound appends the readable inbound messages of one value.
+func inbound(v rawValue, out []InboundMessage, malformed int) ([]InboundMessage, int) {
+	msgs, bad := elements(v.Messages)
+	if bad {
+		return out, malformed + 1
+	}
+	var contacts []WebhookContact
+	if len(v.Contacts) > 0 {
+		_ = json.Unmarshal(v.Contacts, &contacts)
+	}
+	for _, rm := range msgs {
+		var m WebhookMessage
+		if json.Unmarshal(rm, &m) != nil || m.ID == "" || v.Metadata.PhoneNumberID == "" {
+			malformed++
+			continue
+		}
+		from, ok := phone.Normalize(m.From)
+		if !ok {
+			malformed++
+			continue
+		}
+		in := InboundMessage{PhoneNumberID: v.Metadata.PhoneNumberID, ID: m.ID, From: from, Type: m.Type}
+		if sec, err := strconv.ParseInt(m.Timestamp, 10, 64); err == nil && sec > 0 {
+			in.Timestamp = time.Unix(sec, 0).UTC()
+		}
+		switch {
+		case m.Text != nil:
+			in.Text = m.Text.Body
+		case m.Button != nil:
+			in.ButtonPayload, in.ButtonText = m.Button.Payload, m.Button.Text
+		case m.Interactive != nil && m.Interactive.ButtonReply != nil:
+			in.ButtonPayload, in.ButtonText = m.Interactive.ButtonReply.ID, m.Interactive.ButtonReply.Title
+		}
+		for _, c := range contacts {
+			if c.WaID == from[1:] {
+				in.ProfileName = c.Profile.Name
+			}
+		}
+		out = append(out, in)
+	}
+	return out, malformed
 }

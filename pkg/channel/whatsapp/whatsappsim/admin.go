@@ -19,6 +19,7 @@ import (
 //	GET    /_sim/recipients?min=2&limit=           recipients by send count (duplicates)
 //	POST   /_sim/reset                             Reset
 //	GET    /_sim/faults, PATCH /_sim/faults        fault switches (PATCH merges)
+//	POST   /_sim/replies                           a user's reply, posted signed to the callback URL
 //	GET    /_sim/callbacks, PATCH /_sim/callbacks  status webhook settings (PATCH merges)
 //	GET    /_sim/accounts                          served numbers (no tokens)
 //	PUT    /_sim/accounts/{phone_number_id}        {"token","throughput_per_second"}
@@ -38,6 +39,7 @@ func (s *Sim) routes() *http.ServeMux {
 	})
 	mux.HandleFunc("GET /_sim/faults", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, viewFaults(s.Faults())) })
 	mux.HandleFunc("PATCH /_sim/faults", s.handlePatchFaults)
+	mux.HandleFunc("POST /_sim/replies", s.handleReply)
 	mux.HandleFunc("GET /_sim/callbacks", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, viewCallbacks(s.CallbackSettings()))
 	})
@@ -134,6 +136,8 @@ type faultsView struct {
 	TimeoutRate    float64  `json:"timeout_rate"`
 	PairIntervalMS int64    `json:"pair_interval_ms"`
 	Undeliverable  []string `json:"undeliverable"`
+	// StoppedMarketing numbers are refused with 131050.
+	StoppedMarketing []string `json:"stopped_marketing"`
 }
 
 func viewFaults(f Faults) faultsView {
@@ -141,20 +145,25 @@ func viewFaults(f Faults) faultsView {
 	if u == nil {
 		u = []string{}
 	}
+	sm := f.StoppedMarketing
+	if sm == nil {
+		sm = []string{}
+	}
 	return faultsView{
 		LatencyMS: f.Latency.Milliseconds(), JitterMS: f.Jitter.Milliseconds(),
 		ErrorRate: f.ErrorRate, TimeoutRate: f.TimeoutRate,
-		PairIntervalMS: f.PairInterval.Milliseconds(), Undeliverable: u,
+		PairIntervalMS: f.PairInterval.Milliseconds(), Undeliverable: u, StoppedMarketing: sm,
 	}
 }
 
 type faultsPatch struct {
-	LatencyMS      *int64    `json:"latency_ms"`
-	JitterMS       *int64    `json:"jitter_ms"`
-	ErrorRate      *float64  `json:"error_rate"`
-	TimeoutRate    *float64  `json:"timeout_rate"`
-	PairIntervalMS *int64    `json:"pair_interval_ms"`
-	Undeliverable  *[]string `json:"undeliverable"`
+	LatencyMS        *int64    `json:"latency_ms"`
+	JitterMS         *int64    `json:"jitter_ms"`
+	ErrorRate        *float64  `json:"error_rate"`
+	TimeoutRate      *float64  `json:"timeout_rate"`
+	PairIntervalMS   *int64    `json:"pair_interval_ms"`
+	Undeliverable    *[]string `json:"undeliverable"`
+	StoppedMarketing *[]string `json:"stopped_marketing"`
 }
 
 func (s *Sim) handlePatchFaults(w http.ResponseWriter, r *http.Request) {
@@ -175,6 +184,9 @@ func (s *Sim) handlePatchFaults(w http.ResponseWriter, r *http.Request) {
 	}
 	if p.Undeliverable != nil {
 		f.Undeliverable = *p.Undeliverable
+	}
+	if p.StoppedMarketing != nil {
+		f.StoppedMarketing = *p.StoppedMarketing
 	}
 	if err := s.SetFaults(f); err != nil {
 		writeDetail(w, http.StatusBadRequest, err.Error())

@@ -40,6 +40,9 @@ var (
 	errPairRate = &apiError{status: 400, code: 131056, typ: "OAuthException",
 		message: "(#131056) (Business Account, Consumer Account) pair rate limit hit",
 		details: "Message failed to send because there were too many messages sent from this phone number to the same phone number in a short period of time."}
+	errStoppedMarketing = &apiError{status: 400, code: 131050, typ: "OAuthException",
+		message: "(#131050) Unable to deliver the message. This recipient has chosen to stop receiving marketing messages on WhatsApp from your business.",
+		details: "User has stopped marketing messages."}
 	errInternal = &apiError{status: 500, code: 131000, typ: "OAuthException",
 		message: "(#131000) Something went wrong", details: "Something went wrong"}
 	errUnavailable = &apiError{status: 503, code: 131016, typ: "OAuthException",
@@ -183,6 +186,10 @@ func (s *Sim) handleSend(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	if !acc.bucket.take(now.UnixNano()) {
 		s.fail(w, errThroughput)
+		return
+	}
+	if f.stoppedMarketing(digits) {
+		s.fail(w, errStoppedMarketing)
 		return
 	}
 	if f.PairInterval > 0 && !s.pairs.allow(pnid+":"+digits, now.UnixNano(), int64(f.PairInterval)) {

@@ -86,6 +86,10 @@ type Faults struct {
 	// WhatsApp. An entry is an exact number, or a prefix when it ends in
 	// '*'; a leading '+' is ignored.
 	Undeliverable []string
+	// StoppedMarketing numbers (same form) are refused at once with 131050,
+	// as the API answers for a user who stopped the business's marketing
+	// messages.
+	StoppedMarketing []string
 }
 
 // CallbackSettings say where and when status webhooks go; they can change
@@ -361,20 +365,52 @@ func (s *Sim) Accounts() []Account {
 // faultState is Faults made quick to consult on every send.
 type faultState struct {
 	Faults
+	undeliverableSet numberSet
+	stoppedSet       numberSet
+}
+
+// numberSet is a list of exact numbers and prefixes.
+type numberSet struct {
 	exact    map[string]struct{}
 	prefixes []string
 }
 
-func (f *faultState) undeliverable(digits string) bool {
-	if _, ok := f.exact[digits]; ok {
+func (n numberSet) has(digits string) bool {
+	if _, ok := n.exact[digits]; ok {
 		return true
 	}
-	for _, p := range f.prefixes {
+	for _, p := range n.prefixes {
 		if strings.HasPrefix(digits, p) {
 			return true
 		}
 	}
 	return false
+}
+
+func (f *faultState) undeliverable(digits string) bool { return f.undeliverableSet.has(digits) }
+
+func (f *faultState) stoppedMarketing(digits string) bool { return f.stoppedSet.has(digits) }
+
+// parseNumbers reads entries of digits, each optionally ending in '*' (a
+// prefix); a leading '+' is ignored.
+func parseNumbers(name string, entries []string) (numberSet, []error) {
+	set := numberSet{exact: map[string]struct{}{}}
+	var errs []error
+	for _, u := range entries {
+		u = strings.TrimPrefix(strings.TrimSpace(u), "+")
+		prefix := strings.HasSuffix(u, "*")
+		u = strings.TrimSuffix(u, "*")
+		if u == "" || strings.Trim(u, "0123456789") != "" {
+			errs = append(errs, fmt.Errorf("%s entry %q: want digits, optionally ending in *", name, u))
+			continue
+		}
+		if prefix {
+			set.prefixes = append(set.prefixes, u)
+		} else {
+			set.exact[u] = struct{}{}
+		}
+	}
+	return set, errs
 }
 
 // Validate reports every problem with the switches.
@@ -391,25 +427,16 @@ func (f Faults) state() (*faultState, error) {
 	if f.ErrorRate < 0 || f.ErrorRate > 1 || f.TimeoutRate < 0 || f.TimeoutRate > 1 {
 		errs = append(errs, errors.New("error and timeout rates are shares between 0 and 1"))
 	}
-	st := &faultState{exact: map[string]struct{}{}}
-	for _, u := range f.Undeliverable {
-		u = strings.TrimPrefix(strings.TrimSpace(u), "+")
-		prefix := strings.HasSuffix(u, "*")
-		u = strings.TrimSuffix(u, "*")
-		if u == "" || strings.Trim(u, "0123456789") != "" {
-			errs = append(errs, fmt.Errorf("undeliverable entry %q: want digits, optionally ending in *", u))
-			continue
-		}
-		if prefix {
-			st.prefixes = append(st.prefixes, u)
-		} else {
-			st.exact[u] = struct{}{}
-		}
-	}
+	st := &faultState{}
+	var errs1, errs2 []error
+	st.undeliverableSet, errs1 = parseNumbers("undeliverable", f.Undeliverable)
+	st.stoppedSet, errs2 = parseNumbers("stopped_marketing", f.StoppedMarketing)
+	errs = append(append(errs, errs1...), errs2...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("whatsappsim: faults: %w", err)
 	}
 	f.Undeliverable = append([]string(nil), f.Undeliverable...)
+	f.StoppedMarketing = append([]string(nil), f.StoppedMarketing...)
 	st.Faults = f
 	return st, nil
 }
@@ -428,6 +455,7 @@ func (s *Sim) SetFaults(f Faults) error {
 func (s *Sim) Faults() Faults {
 	f := s.faults.Load().Faults
 	f.Undeliverable = append([]string(nil), f.Undeliverable...)
+	f.StoppedMarketing = append([]string(nil), f.StoppedMarketing...)
 	return f
 }
 

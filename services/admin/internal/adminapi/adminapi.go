@@ -26,6 +26,9 @@
 //	POST   /admin/api/companies/{id}/webhooks/{eid}/replay       202 {"queued": n}       body {"from", "to"} (RFC 3339)
 //	POST   /admin/api/companies/{id}/webhooks/{eid}/test         202 {"delivery": {...}} body {"event_type"} (optional)
 //	GET    /admin/api/companies/{id}/webhooks/{eid}/attempts?cursor=&limit=50 200 {"attempts": [...], "next_cursor": "..."|null}
+//
+// and, with WithAddressBook, a company's opt-out words and a contact's
+// opt-out history (optout.go).
 package adminapi
 
 import (
@@ -57,6 +60,8 @@ type API struct {
 	enabled   bool
 	creds     *credentials.Service
 	hooks     *webhooks.Store
+	book      AddressBook
+	exists    CompanyExists
 	log       *zap.Logger
 	mux       *http.ServeMux
 }

@@ -229,6 +229,8 @@ Every command accepts --json and then prints only JSON on stdout.`),
 		automationsCmd(e),
 		connectorsCmd(e),
 		webhooksCmd(e),
+		contactsCmd(e),
+		optOutCmd(e),
 	)
 	return root
 }

@@ -52,6 +52,7 @@ import (
 	"github.com/parleyhq/parley/services/admin/internal/accounts"
 	"github.com/parleyhq/parley/services/admin/internal/credentials"
 	"github.com/parleyhq/parley/services/admin/internal/loginthrottle"
+	"github.com/parleyhq/parley/services/admin/internal/sends"
 )
 
 //go:embed templates/*.html
@@ -65,6 +66,7 @@ const (
 	PathSignIn      = "/login"
 	PathSignOut     = "/logout"
 	PathCredentials = "/settings/integrations/credentials"
+	PathSends       = "/sends"
 )
 
 // Deps is what the console needs.
@@ -72,6 +74,7 @@ type Deps struct {
 	Users       *accounts.Store
 	Throttle    *loginthrottle.Throttle
 	Credentials *credentials.Service
+	Sends       *sends.Store
 	Webhooks    *webhooks.Store
 	Sessions    *scs.SessionManager
 	Log         *zap.Logger
@@ -168,6 +171,10 @@ func New(d Deps) (*Console, error) {
 	pagesMux.Handle("POST "+PathCredentials+"/rotate", c.requireAdmin(c.rotateKey))
 	pagesMux.Handle("GET "+PathCredentials+"/keys/{keyID}/revoke", c.requireAdmin(c.revokeConfirmPage))
 	pagesMux.Handle("POST "+PathCredentials+"/keys/{keyID}/revoke", c.requireAdmin(c.revokeKey))
+	pagesMux.Handle("GET "+PathSends, c.requireUser(c.sendsPage))
+	pagesMux.Handle("GET "+PathSends+"/{batchID}", c.requireUser(c.batchPage))
+	pagesMux.Handle("GET "+PathSends+"/{batchID}/cancel", c.requireAdminFor(cancelReserved, c.cancelConfirmPage))
+	pagesMux.Handle("POST "+PathSends+"/{batchID}/cancel", c.requireAdminFor(cancelReserved, c.cancelBatch))
 	c.routeWebhooks(pagesMux)
 	pagesMux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		c.renderError(w, r, http.StatusNotFound, "Page not found", "There is nothing at this address.")
@@ -279,19 +286,27 @@ func (c *Console) requireUser(next http.HandlerFunc) http.Handler {
 	})
 }
 
+// Why a member is refused an admin action.
+const (
+	keysReserved   = "Creating, rotating and revoking the API key is reserved for your company's admins. Ask one of them if the key needs to change."
+	cancelReserved = "Cancelling a send is reserved for your company's admins. Ask one of them if this send must stop."
+	hooksReserved  = "Adding, changing and deleting webhook endpoints is reserved for your company's admins. Ask one of them if an endpoint needs to change."
+)
+
 // requireAdmin is requireUser that also refuses members with 403, whatever
 // the page showed them.
 func (c *Console) requireAdmin(next http.HandlerFunc) http.Handler {
+	return c.requireAdminFor(keysReserved, next)
+}
+
+// requireAdminFor is requireAdmin, saying reserved to the member refused.
+func (c *Console) requireAdminFor(reserved string, next http.HandlerFunc) http.Handler {
 	return c.requireUser(func(w http.ResponseWriter, r *http.Request) {
 		u := currentUser(r.Context())
 		if !u.IsAdmin() {
 			c.Log.Warn("member refused an admin action", zap.Int64("user_id", u.ID), zap.Int64("company_id", u.CompanyID),
 				zap.String("method", r.Method), zap.String("path", r.URL.Path))
-			msg := "Creating, rotating and revoking the API key is reserved for your company's admins. Ask one of them if the key needs to change."
-			if strings.HasPrefix(r.URL.Path, PathWebhooks) {
-				msg = "Adding, changing and deleting webhook endpoints is reserved for your company's admins. Ask one of them if an endpoint needs to change."
-			}
-			c.renderError(w, r, http.StatusForbidden, "Only admins can do this", msg)
+			c.renderError(w, r, http.StatusForbidden, "Only admins can do this", reserved)
 			return
 		}
 		next(w, r)

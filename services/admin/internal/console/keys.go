@@ -38,7 +38,7 @@ func (c *Console) renderCredentials(w http.ResponseWriter, r *http.Request, stat
 		return
 	}
 	c.render(w, r, status, c.pages.credentials, view{
-		Title: "Credentials", User: &u, Company: co,
+		Title: "Credentials", Nav: "credentials", User: &u, Company: co,
 		Page: credentialsView{Overview: o, CanManage: u.IsAdmin(), NewKey: newKey},
 	})
 }
@@ -139,7 +139,7 @@ func (c *Console) revokeConfirmPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.render(w, r, http.StatusOK, c.pages.revokeConfirm, view{
-		Title: "Revoke API key", User: &u, Company: co,
+		Title: "Revoke API key", Nav: "credentials", User: &u, Company: co,
 		Page: revokeView{Now: c.Credentials.Now(), Key: key, Active: active},
 	})
 }

@@ -17,8 +17,8 @@ import (
 
 // pages are the parsed templates, one set per page, each with the layout.
 type pages struct {
-	signIn, credentials, revokeConfirm, errorPage *template.Template
-	webhooks, webhook, webhookDelete              *template.Template
+	signIn, credentials, revokeConfirm, errorPage, sends, batch, cancelConfirm *template.Template
+	webhooks, webhook, webhookDelete                                           *template.Template
 }
 
 var funcs = template.FuncMap{
@@ -58,10 +58,53 @@ var funcs = template.FuncMap{
 			return action
 		}
 	},
-	"graceHours":   func() int { return int(apikey.GracePeriod / time.Hour) },
-	"statusClass":  statusClass,
-	"typesText":    typesText,
-	"overlapHours": func() int { return int(webhooks.RotationOverlap / time.Hour) },
+	"graceHours": func() int { return int(apikey.GracePeriod / time.Hour) },
+	"bar":        progressBar,
+	"stateLabel": func(st string) string { return styleOf(st).Label },
+	"kindLabel": func(kind string) string {
+		switch kind {
+		case "campaign":
+			return "Campaign"
+		case "automation":
+			return "Automation"
+		case "batch":
+			return "Batch"
+		case "connector":
+			return "Connector"
+		}
+		return kind
+	},
+	"statusClass": func(status string) string {
+		switch status {
+		case "completed":
+			return "pill-ok"
+		case "failed":
+			return "pill-bad"
+		case "cancelled":
+			return "pill-off"
+		}
+		return "pill-warn"
+	},
+	"statusLabel": func(status string) string {
+		switch status {
+		case "accepted":
+			return "Accepted"
+		case "scheduled":
+			return "Scheduled"
+		case "processing":
+			return "Sending"
+		case "completed":
+			return "Completed"
+		case "failed":
+			return "Failed"
+		case "cancelled":
+			return "Cancelled"
+		}
+		return status
+	},
+	"deliveryClass": deliveryClass,
+	"typesText":     typesText,
+	"overlapHours":  func() int { return int(webhooks.RotationOverlap / time.Hour) },
 	"deref": func(p *int) string {
 		if p == nil {
 			return "–"
@@ -90,6 +133,9 @@ func parsePages() (*pages, error) {
 		"credentials.html":    &p.credentials,
 		"revoke_confirm.html": &p.revokeConfirm,
 		"error.html":          &p.errorPage,
+		"sends.html":          &p.sends,
+		"batch.html":          &p.batch,
+		"cancel_confirm.html": &p.cancelConfirm,
 		"webhooks.html":       &p.webhooks,
 		"webhook.html":        &p.webhook,
 		"webhook_delete.html": &p.webhookDelete,
@@ -122,7 +168,7 @@ func remaining(d time.Duration) string {
 // view is what the layout needs, plus the page's own data.
 type view struct {
 	Title string
-	// Nav is the sidebar entry to mark current: "webhooks", else Credentials.
+	// Nav is the sidebar entry of the page: "sends", "credentials" or "webhooks".
 	Nav     string
 	User    *accounts.User
 	Company credentials.Company

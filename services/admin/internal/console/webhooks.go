@@ -23,15 +23,15 @@ const attemptsPerPage = 25
 
 func (c *Console) routeWebhooks(mux *http.ServeMux) {
 	mux.Handle("GET "+PathWebhooks, c.requireUser(c.webhooksPage))
-	mux.Handle("POST "+PathWebhooks+"/create", c.requireAdmin(c.createEndpoint))
+	mux.Handle("POST "+PathWebhooks+"/create", c.requireAdminFor(hooksReserved, c.createEndpoint))
 	mux.Handle("GET "+PathWebhooks+"/{id}", c.requireUser(c.endpointPage))
-	mux.Handle("POST "+PathWebhooks+"/{id}/update", c.requireAdmin(c.updateEndpoint))
-	mux.Handle("POST "+PathWebhooks+"/{id}/rotate", c.requireAdmin(c.rotateEndpoint))
-	mux.Handle("POST "+PathWebhooks+"/{id}/enable", c.requireAdmin(c.enableEndpoint))
-	mux.Handle("POST "+PathWebhooks+"/{id}/replay", c.requireAdmin(c.replayEndpoint))
-	mux.Handle("POST "+PathWebhooks+"/{id}/test", c.requireAdmin(c.testEndpoint))
-	mux.Handle("GET "+PathWebhooks+"/{id}/delete", c.requireAdmin(c.deleteEndpointConfirm))
-	mux.Handle("POST "+PathWebhooks+"/{id}/delete", c.requireAdmin(c.deleteEndpoint))
+	mux.Handle("POST "+PathWebhooks+"/{id}/update", c.requireAdminFor(hooksReserved, c.updateEndpoint))
+	mux.Handle("POST "+PathWebhooks+"/{id}/rotate", c.requireAdminFor(hooksReserved, c.rotateEndpoint))
+	mux.Handle("POST "+PathWebhooks+"/{id}/enable", c.requireAdminFor(hooksReserved, c.enableEndpoint))
+	mux.Handle("POST "+PathWebhooks+"/{id}/replay", c.requireAdminFor(hooksReserved, c.replayEndpoint))
+	mux.Handle("POST "+PathWebhooks+"/{id}/test", c.requireAdminFor(hooksReserved, c.testEndpoint))
+	mux.Handle("GET "+PathWebhooks+"/{id}/delete", c.requireAdminFor(hooksReserved, c.deleteEndpointConfirm))
+	mux.Handle("POST "+PathWebhooks+"/{id}/delete", c.requireAdminFor(hooksReserved, c.deleteEndpoint))
 }
 
 // endpointForm is the create and edit form: what was typed, and what was
@@ -398,7 +398,7 @@ func (c *Console) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
 }
 
 // statusClass is the pill of an attempt's outcome.
-func statusClass(s webhooks.Status) string {
+func deliveryClass(s webhooks.Status) string {
 	if s == webhooks.StatusSucceeded {
 		return "pill-ok"
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/services/gateway/internal/apidoc"
 )
 
@@ -246,6 +247,13 @@ func TestRequestExamplesPassTheGatewaysValidation(t *testing.T) {
 		},
 		"sendBatch":        func(_ string, b []byte) error { _, err := decodeBatchSend(b, "application/json"); return err },
 		"sendViaConnector": func(_ string, b []byte) error { _, err := decodeConnectorSend(b, "application/json"); return err },
+		"receiveWhatsAppStatuses": func(_ string, b []byte) error {
+			w, err := whatsapp.ParseWebhook(b)
+			if err == nil && (len(w.Messages) == 0 || w.Malformed > 0) {
+				err = fmt.Errorf("the example's inbound messages do not read: %+v", w)
+			}
+			return err
+		},
 	}
 	n := 0
 	for _, ex := range examples(m) {
@@ -294,6 +302,7 @@ func TestExamplesMatchTheirSchemas(t *testing.T) {
 			req = httptest.NewRequest(ex.method, "http://127.0.0.1:8080"+ex.path, bytes.NewReader(body))
 			req.Header.Set("service-api-key", "service_abc_def")
 			req.Header.Set("Content-Type", ex.mediaType)
+			req.Header.Set("X-Hub-Signature-256", "sha256="+strings.Repeat("0", 64)) // the webhook's
 			if ok, errs := v.ValidateHttpRequest(req); !ok {
 				t.Errorf("%s: %s", ex.where, describe(errs))
 			}

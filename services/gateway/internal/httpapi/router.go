@@ -34,8 +34,10 @@ type Deps struct {
 	Sends       Sender
 	Idempotency Idempotency
 	Batches     BatchReader
-	Statuses    StatusSink
-	Segments    Segments
+	// Control cancels batches and lists their messages.
+	Control  BatchControl
+	Statuses StatusSink
+	Segments Segments
 	// Docs is the OpenAPI document and its page (apidoc.Build(DocLimits())).
 	Docs    *apidoc.Document
 	Metrics prometheus.Registerer
@@ -48,6 +50,7 @@ type handlers struct {
 	sends    Sender
 	idem     Idempotency
 	batches  BatchReader
+	control  BatchControl
 	statuses StatusSink
 	segments Segments
 	log      *zap.Logger
@@ -56,7 +59,7 @@ type handlers struct {
 // New returns the gateway's handler for everything but the probes.
 func New(cfg Config, d Deps) http.Handler {
 	h := &handlers{cfg: cfg, webhook: cfg.Webhook, sends: d.Sends, idem: d.Idempotency,
-		batches: d.Batches, statuses: d.Statuses, segments: d.Segments, log: d.Log}
+		batches: d.Batches, control: d.Control, statuses: d.Statuses, segments: d.Segments, log: d.Log}
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
@@ -78,6 +81,8 @@ func New(cfg Config, d Deps) http.Handler {
 	// their first segments are reserved connector names (catalog).
 	api(RouteConnectorSend, h.sendViaConnector)
 	api(RouteBatchStatus, h.batchStatus)
+	api(RouteBatchCancel, h.cancelBatch)
+	api(RouteBatchMessages, h.batchMessages)
 	if d.Docs != nil {
 		e.GET(OpenAPIPath, serveDoc(d.Docs, "application/json", d.Docs.JSON, ""))
 		e.GET(DocsPath, serveDoc(d.Docs, "text/html; charset=utf-8", d.Docs.HTML, docsCSP(d.Docs)))

@@ -31,11 +31,15 @@ var (
 	RouteBatchSend       = Route{"batch_send", http.MethodPost, "/api/batch/send", ratelimit.Every(1, 10*time.Second)}
 	RouteConnectorSend   = Route{"connector_send", http.MethodPost, "/api/:connector/send", ratelimit.Every(1, 10*time.Second)}
 	RouteBatchStatus     = Route{"batch_status", http.MethodGet, "/api/batches/:batch_id", ratelimit.PerSecond(20)}
+	// Cancel changes what is sent, like a send: the campaign send's 10 per
+	// second. The message listing reads, like the batch status: 20.
+	RouteBatchCancel   = Route{"batch_cancel", http.MethodPost, "/api/batches/:batch_id/cancel", ratelimit.PerSecond(10)}
+	RouteBatchMessages = Route{"batch_messages", http.MethodGet, "/api/batches/:batch_id/messages", ratelimit.PerSecond(20)}
 )
 
 // Routes is the route table: every limited endpoint of the public API.
 var Routes = []Route{RouteCampaignSend, RouteAutomationSend, RouteSegmentCreate, RouteSegmentContacts,
-	RouteBatchSend, RouteConnectorSend, RouteBatchStatus}
+	RouteBatchSend, RouteConnectorSend, RouteBatchStatus, RouteBatchCancel, RouteBatchMessages}
 
 // DocLimits is the route table as the OpenAPI document states it.
 func DocLimits() []apidoc.Limit {

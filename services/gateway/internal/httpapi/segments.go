@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parleyhq/parley/pkg/contacts"
+	"github.com/parleyhq/parley/pkg/delivery"
 	"github.com/parleyhq/parley/services/gateway/internal/segments"
 )
 
@@ -28,8 +29,9 @@ type segmentConflict struct {
 }
 
 // respond is the flow of the endpoints that answer at once rather than
-// queue a send (the segments): idempotency, schema validation (422), the
-// use case (404, 409), and its answer, which an Idempotency-Key replays.
+// queue a send (the segments, a batch's cancel): idempotency, schema
+// validation (422), the use case (404, 409, 503), and its answer, which an
+// Idempotency-Key replays.
 func respond[T any](h *handlers, c *gin.Context, route Route,
 	decode func(body []byte, contentType string) (T, error),
 	run func(ctx context.Context, companyID int64, req T) (status int, answer any, err error),
@@ -73,6 +75,11 @@ func respond[T any](h *handlers, c *gin.Context, route Route,
 		writeJSON(c, status, out)
 	case errors.Is(err, segments.ErrNotFound):
 		abortDetail(c, http.StatusNotFound, msgSegmentNotFound)
+	case errors.Is(err, delivery.ErrNotFound):
+		abortDetail(c, http.StatusNotFound, msgBatchNotFound)
+	case errors.Is(err, errBatchStore):
+		c.Header("Retry-After", "1")
+		abortDetail(c, http.StatusServiceUnavailable, "Service temporarily unavailable: nothing was changed; retry with backoff")
 	case errors.As(err, &taken):
 		out, _ := json.Marshal(segmentConflict{Detail: taken.Error(), SegmentID: taken.ID})
 		writeJSON(c, http.StatusConflict, out)

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -11,9 +12,14 @@ import (
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 )
 
-// StatusSink records the provider's status callbacks (pkg/delivery).
+// StatusSink records the provider's status callbacks (pkg/delivery) and the
+// messages users send (opt-out and opt-in keywords, pkg/contacts).
 type StatusSink interface {
 	ApplyStatuses(ctx context.Context, updates []whatsapp.StatusUpdate) error
+	// ReceiveMessages records inbound messages: their senders become
+	// contacts and their opt-out words change the contacts' consent. ignored
+	// counts the messages to a number no company has.
+	ReceiveMessages(ctx context.Context, msgs []whatsapp.InboundMessage) (ignored int, err error)
 }
 
 // WebhookConfig holds the secrets of the provider's webhooks.
@@ -38,10 +44,12 @@ func (h *handlers) webhookVerify(c *gin.Context) {
 	_, _ = c.Writer.WriteString(challenge)
 }
 
-// webhookStatuses receives status callbacks. A bad signature is 401; a body
-// that is not a WhatsApp webhook is acknowledged and ignored (the provider
-// would retry an error for days); a failure to record is 503 so that the
-// provider retries.
+// webhookStatuses receives status callbacks and inbound messages. A bad
+// signature is 401; a body that is not a WhatsApp webhook is acknowledged
+// and ignored (the provider would retry an error for days), and so is an
+// element that cannot be read, without holding back the others; a failure
+// to record is 503 so that the provider retries (statuses and messages are
+// both recorded idempotently).
 func (h *handlers) webhookStatuses(c *gin.Context) {
 	body, ok := readBody(c, h.cfg.MaxBodyBytes)
 	if !ok {
@@ -51,7 +59,8 @@ func (h *handlers) webhookStatuses(c *gin.Context) {
 		abortDetail(c, http.StatusUnauthorized, "Invalid signature")
 		return
 	}
-	updates, err := whatsapp.ParseStatusWebhook(body)
+	w, err := whatsapp.ParseWebhook(body)
+	updates := w.Statuses
 	switch {
 	case errors.Is(err, whatsapp.ErrNotWhatsAppWebhook):
 		writeJSON(c, http.StatusOK, []byte(`{"status":"ignored"}`))
@@ -67,5 +76,19 @@ func (h *handlers) webhookStatuses(c *gin.Context) {
 			return
 		}
 	}
-	writeJSON(c, http.StatusOK, []byte(`{"status":"ok"}`))
+	ignored := w.Malformed
+	if len(w.Messages) > 0 {
+		n, err := h.statuses.ReceiveMessages(c.Request.Context(), w.Messages)
+		if err != nil {
+			h.log.Error("record inbound messages", zap.Int("messages", len(w.Messages)), zap.Error(err))
+			abortUnavailable(c)
+			return
+		}
+		ignored += n
+	}
+	if w.Malformed > 0 {
+		h.log.Warn("webhook: inbound messages that cannot be read were ignored", zap.Int("malformed", w.Malformed))
+	}
+	writeJSON(c, http.StatusOK, fmt.Appendf(nil, `{"status":"ok","statuses":%d,"messages":%d,"ignored":%d}`,
+		len(updates), len(w.Messages)-(ignored-w.Malformed), ignored))
 }

@@ -1,0 +1,57 @@
+package console
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parleyhq/parley/services/admin/internal/sends"
+)
+
+func TestProgressBar(t *testing.T) {
+	svg := string(progressBar(sends.Batch{Counts: map[string]int{"delivered": 3, "failed": 1}}))
+	re := regexp.MustCompile(`<rect class="seg seg-([a-z_]+)" x="([0-9.]+)" width="([0-9.]+)"`)
+	segs := re.FindAllStringSubmatch(svg, -1)
+	if len(segs) != 2 || segs[0][1] != "delivered" || segs[1][1] != "failed" {
+		t.Fatalf("segments %v", segs)
+	}
+	w0, _ := strconv.ParseFloat(segs[0][3], 64)
+	x1, _ := strconv.ParseFloat(segs[1][2], 64)
+	w1, _ := strconv.ParseFloat(segs[1][3], 64)
+	if w0 != 150 || x1 != 150 || w1 != 50 {
+		t.Fatalf("widths %v, %v at %v: want 150 and 50 of 200", w0, w1, x1)
+	}
+	if !strings.Contains(svg, `aria-label="Delivered 3, Failed 1"`) || strings.Contains(svg, "style=") {
+		t.Fatalf("bar %s", svg)
+	}
+	if empty := string(progressBar(sends.Batch{})); strings.Contains(empty, "seg") || !strings.Contains(empty, "No messages yet") {
+		t.Fatalf("empty bar %s", empty)
+	}
+}
+
+func TestTimelineChart(t *testing.T) {
+	t0 := time.Date(2025, 6, 2, 9, 0, 0, 0, time.UTC)
+	tl := sends.Timeline{Start: t0, End: t0.Add(2 * time.Minute),
+		At:     []time.Time{t0, t0.Add(time.Minute), t0.Add(2 * time.Minute)},
+		Counts: []map[string]int{{"waiting": 4}, {"waiting": 2, "sent": 2}, {"delivered": 3, "failed": 1}}}
+	svg := string(timelineChart(tl))
+	for _, want := range []string{`class="area area-waiting"`, `class="area area-sent"`, `class="area area-delivered"`, `class="area area-failed"`,
+		"at the end: Delivered 3, Failed 1", ">09:00:00<", ">09:01:00<", ">09:02:00<", ">4<"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("chart lacks %q", want)
+		}
+	}
+	if strings.Contains(svg, "area-read") || strings.Contains(svg, "<script") || strings.Contains(svg, "style=") {
+		t.Error("chart draws an empty state, or has a script or a style attribute")
+	}
+	// The delivered area is the bottom layer: at the end it spans 0 to 3 of 4.
+	m := regexp.MustCompile(`class="area area-delivered" points="([^"]+)"`).FindStringSubmatch(svg)
+	if m == nil || !strings.Contains(m[1], "708.0,67.0") { // x = 52+656, y = 12 + 220 - 220*3/4
+		t.Errorf("delivered area points %v", m)
+	}
+	if empty := string(timelineChart(sends.Timeline{})); !strings.Contains(empty, "No messages yet") || strings.Contains(empty, "polygon") {
+		t.Errorf("empty chart %s", empty)
+	}
+}

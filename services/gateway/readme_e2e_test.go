@@ -1,0 +1,240 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parleyhq/parley/pkg/catalog"
+	"github.com/parleyhq/parley/pkg/channel/whatsapp"
+	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
+	"github.com/parleyhq/parley/pkg/serviceproc"
+)
+
+// readmeCommands returns the shell commands of the ```sh blocks of
+// README.md's "## API" section that call curl, each as one logical line
+// (backslash continuations and quotes that span lines joined), in order.
+func readmeCommands(t *testing.T, readme string) []string {
+	t.Helper()
+	start := strings.Index(readme, "\n## API\n")
+	if start < 0 {
+		t.Fatal("README.md has no ## API section")
+	}
+	section := readme[start+1:]
+	if end := strings.Index(section[len("## API"):], "\n## "); end >= 0 {
+		section = section[:len("## API")+end]
+	}
+	var cmds []string
+	for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1) {
+		var cur strings.Builder
+		var quote rune
+		for _, line := range strings.SplitAfter(block[1], "\n") {
+			if quote == 0 && cur.Len() == 0 && strings.HasPrefix(strings.TrimSpace(line), "#") {
+				continue
+			}
+			for _, r := range line {
+				switch {
+				case quote == 0 && (r == '\'' || r == '"'):
+					quote = r
+				case quote == r:
+					quote = 0
+				}
+			}
+			body := strings.TrimRight(line, "\n")
+			if quote == 0 && strings.HasSuffix(body, "\\") {
+				cur.WriteString(strings.TrimSuffix(body, "\\"))
+				continue
+			}
+			cur.WriteString(line)
+			if quote != 0 {
+				continue
+			}
+			cmd := strings.TrimSpace(cur.String())
+			cur.Reset()
+			if strings.HasPrefix(cmd, "curl ") {
+				cmds = append(cmds, cmd)
+			}
+		}
+	}
+	return cmds
+}
+
+// TestReadmeCurlsDeliver runs every curl of the README's API section, as
+// written but for the gateway's address, against a real stack (gateway,
+// both dispatchers, provider-sim calling back) with the demo company that
+// `parleyctl seed` provisions, and waits until each accepted batch has
+// every message delivered or read.
+func TestReadmeCurlsDeliver(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("curl is needed to run the README's examples")
+	}
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds := readmeCommands(t, string(raw))
+	if len(cmds) < 10 {
+		t.Fatalf("found only %d curl commands in the README's API section: %q", len(cmds), cmds)
+	}
+	allowed := map[string]bool{"KEY": true, "BATCH_ID": true, "SEGMENT_ID": true}
+	for _, c := range cmds {
+		for _, m := range regexp.MustCompile(`\$([A-Z_]+)`).FindAllStringSubmatch(c, -1) {
+			if !allowed[m[1]] {
+				t.Fatalf("a README curl uses $%s, which the test does not know how to set: %s", m[1], c)
+			}
+		}
+	}
+
+	s := newStack(t)
+	bin := filepath.Join(t.TempDir(), "parleyctl")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var log bytes.Buffer
+	if err := serviceproc.Build(ctx, "../admin/cmd/parleyctl", bin, &log); err != nil {
+		t.Fatalf("build parleyctl: %v\n%s", err, log.String())
+	}
+	seed := exec.CommandContext(ctx, bin, "seed", "--json")
+	seed.Env = append(os.Environ(), "PARLEY_POSTGRES_URL="+s.dbURL, "PARLEY_NATS_URL="+s.busCfg.URL,
+		"PARLEY_NATS_STREAM="+s.busCfg.Stream, "PARLEY_NATS_SUBJECT_PREFIX="+s.busCfg.Prefix)
+	var stderr bytes.Buffer
+	seed.Stderr = &stderr
+	out, err := seed.Output()
+	if err != nil {
+		t.Fatalf("parleyctl seed: %v\n%s", err, stderr.String())
+	}
+	var demo struct {
+		APIKey        *string `json:"api_key"`
+		PhoneNumberID string  `json:"phone_number_id"`
+	}
+	if err := json.Unmarshal(out, &demo); err != nil || demo.APIKey == nil {
+		t.Fatalf("seed printed %s (%v)", out, err)
+	}
+	token := os.Getenv("PARLEY_DEMO_ACCESS_TOKEN")
+	if token == "" {
+		token = "parley-demo-access-token"
+	}
+	if err := s.sim.SetAccount(whatsappsim.Account{PhoneNumberID: demo.PhoneNumberID, Token: token, ThroughputPerSecond: 1000}); err != nil {
+		t.Fatal(err)
+	}
+
+	vars := map[string]string{"KEY": *demo.APIKey}
+	var batches []string
+	idRe := regexp.MustCompile(`"batch_id":"([0-9a-f-]{36})"`)
+	segRe := regexp.MustCompile(`^\{"id":(\d+),`)
+	for _, c := range cmds {
+		// The gateway and provider-sim at the stack's addresses instead of make run's.
+		line := strings.ReplaceAll(strings.ReplaceAll(c, "http://127.0.0.1:8080", s.url), "http://127.0.0.1:9090", s.simURL)
+		cmd := exec.CommandContext(ctx, "bash", "-c", `curl() { command curl -w '\n%{http_code}' "$@"; }; `+line)
+		cmd.Env = os.Environ()
+		for k, v := range vars {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		var errOut bytes.Buffer
+		cmd.Stderr = &errOut
+		got, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s\n%v: %s", c, err, errOut.String())
+		}
+		out := strings.TrimSpace(string(got))
+		cut := strings.LastIndexByte(out, '\n')
+		body, status := strings.TrimSpace(out[:max(cut, 0)]), out[cut+1:]
+		if !strings.HasPrefix(status, "2") {
+			t.Fatalf("%s\nanswered %s %s", c, status, body)
+		}
+		if m := idRe.FindStringSubmatch(body); m != nil && status == "202" {
+			batches = append(batches, m[1])
+			if vars["BATCH_ID"] == "" {
+				vars["BATCH_ID"] = m[1]
+			}
+		}
+		if m := segRe.FindStringSubmatch(body); m != nil && strings.Contains(c, "/api/segments/create") {
+			vars["SEGMENT_ID"] = m[1]
+		}
+		t.Logf("%s -> %s %s", c, status, body)
+	}
+	// The README's simulated STOP opted its user out.
+	var optedOut bool
+	if err := s.pool.QueryRow(ctx, `SELECT opted_out_at IS NOT NULL FROM contacts WHERE phone = '+447700900123'`).Scan(&optedOut); err != nil || !optedOut {
+		t.Fatalf("the README's STOP reply: opted out %v (%v)", optedOut, err)
+	}
+	if len(batches) < 6 {
+		t.Fatalf("%d batches accepted, want every send of the README (6)", len(batches))
+	}
+
+	// A scheduled send is due once the clock reaches its time.
+	key := *demo.APIKey
+	for _, id := range batches {
+		b := s.waitBatch(key, id, 15*time.Second, func(b map[string]any) bool { return b["status"] != "accepted" })
+		if at, ok := b["scheduled_at"].(string); ok {
+			when, err := time.Parse(time.RFC3339Nano, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := when.Sub(s.clock.now()); d > 0 {
+				s.clock.add(d + time.Minute)
+			}
+		}
+	}
+	for _, id := range batches {
+		b := s.waitBatch(key, id, 30*time.Second, func(b map[string]any) bool {
+			c := counts(b)
+			total := 0
+			for _, n := range c {
+				total += n
+			}
+			return completed(b) && total > 0 && c["delivered"]+c["read"] == total
+		})
+		t.Logf("batch %s (%s): %v", id, b["kind"], b["counts"])
+	}
+}
+
+// TestUnrenderableMessageHasItsCode: a message whose template variable is
+// empty and has no default fails before the provider with Parley's own
+// code and a title that names the variable.
+func TestUnrenderableMessageHasItsCode(t *testing.T) {
+	s := newStack(t)
+	co := s.serve("acme")
+	ctx := context.Background()
+	tpl, err := s.cat.CreateTemplate(ctx, catalog.NewTemplate{CompanyID: co.company.ID, Template: whatsapp.Template{
+		Name: "strict", BodyParameters: []whatsapp.Binding{{Source: "variable", Name: "order_id"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	camp, err := s.cat.CreateCampaign(ctx, co.company.ID, "strict", tpl.ID, co.account.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const to = "+393330000501"
+	r := s.post("/api/campaigns/send", co.key, campaignBody(camp.ID, to))
+	id := r.json(t)["batch_id"].(string)
+	if c := counts(s.waitBatch(co.key, id, 15*time.Second, completed)); c["failed"] != 1 {
+		t.Fatalf("counts %v", c)
+	}
+	var code int
+	var title string
+	if err := s.pool.QueryRow(ctx, `SELECT error_code, error_title FROM messages WHERE batch_id = $1`, id).Scan(&code, &title); err != nil {
+		t.Fatal(err)
+	}
+	if code != whatsapp.CodeVariableMissing || !strings.HasPrefix(title, "Template variable missing: body parameter 1 (variable order_id)") {
+		t.Fatalf("code %d, title %q", code, title)
+	}
+	if n := len(s.received(to)); n != 0 {
+		t.Fatalf("the provider got %d messages that could not be rendered", n)
+	}
+	// The same campaign with the variable (from an automation's contact
+	// record) renders.
+	if c := s.sendAndWait(co, true, to); sentOrLater(c) != 1 {
+		t.Fatalf("automation: %v", c)
+	}
+	r = s.post("/api/campaigns/send", co.key, campaignBody(camp.ID, to))
+	if c := counts(s.waitBatch(co.key, r.json(t)["batch_id"].(string), 15*time.Second, completed)); sentOrLater(c) != 1 {
+		t.Fatalf("with the variable stored: %v", c)
+	}
+}
