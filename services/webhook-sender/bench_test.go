@@ -15,6 +15,11 @@ package main
 // Both fail on any event of the outbox not received at least once.
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -35,14 +40,18 @@ func TestBenchEvents(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	start := time.Now()
-	e.startSender()
+	pg0 := postgresCPUSeconds()
+	sp, _ := e.startSender()
 	tl := e.waitAll(backlog, benchMessages, 5*time.Minute)
+	senderCPU, pgCPU := cpuSeconds(sp.Pid()), postgresCPUSeconds()-pg0
 	st := e.recv.Stats(backlog.name)
 	span := st.Last.Sub(st.First)
 	rate := float64(tl.received) / span.Seconds()
 	t.Logf("backlog: %d events, received %d (lost %d, duplicates %d), first receipt %s after the sender started, "+
 		"all in %s: %.0f events/s through one sender",
 		tl.events, tl.received, tl.lost, tl.duplicates, st.First.Sub(start).Round(time.Millisecond), span.Round(time.Millisecond), rate)
+	t.Logf("backlog CPU per event: sender %.0f µs, PostgreSQL (every backend on the machine) %.0f µs",
+		senderCPU/float64(tl.received)*1e6, pgCPU/float64(tl.received)*1e6)
 
 	live := e.newCompany("live")
 	stop := e.sample(live)
@@ -96,3 +105,37 @@ func (e *env) sample(c company) (stop func()) {
 }
 
 func (e *env) newCompany(slug string) company { return e.newCompanyAt(slug, 1_000_000) }
+
+// cpuSeconds is the user+system CPU a process has used (Linux /proc).
+func cpuSeconds(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(fields) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(fields[11], 64)
+	k, _ := strconv.ParseFloat(fields[12], 64)
+	return (u + k) / 100 // clock ticks; 100 per second on Linux
+}
+
+// postgresCPUSeconds is the CPU every postgres process on this machine has
+// used (the shared server's backends: other users' work included).
+func postgresCPUSeconds() float64 {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	var total float64
+	for _, d := range dirs {
+		comm, err := os.ReadFile(d + "/comm")
+		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(d)); err == nil {
+			total += cpuSeconds(pid)
+		}
+	}
+	return total
+}
+
