@@ -138,4 +138,3 @@ func postgresCPUSeconds() float64 {
 	}
 	return total
 }
-
