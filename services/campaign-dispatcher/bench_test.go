@@ -227,6 +227,7 @@ func (e *drillEnv) publishAutomation(s sender, phones []string) (batchID string,
 		b.Contacts = append(b.Contacts, &sendsv1.AutomationContact{Phone: p})
 	}
 	e.publish(e.busCfg.AutomationSubject(s.company.ID), id, b)
+	e.accepted = append(e.accepted, phones...)
 	return id, time.Now()
 }
 

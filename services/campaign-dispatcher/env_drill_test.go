@@ -46,6 +46,9 @@ type drillEnv struct {
 	sim    simClient
 	simP   *serviceproc.Process
 	phones int64
+	// accepted is every phone of every batch the stream took (publish
+	// acked): what the drills count at the provider.
+	accepted []string
 }
 
 type drillOptions struct {
@@ -188,6 +191,7 @@ func (e *drillEnv) publishCampaign(s sender, phones []string) (batchID string, a
 	b := &sendsv1.CampaignBatch{BatchId: id, CompanyId: s.company.ID, CampaignId: s.camp.ID, Phones: phones,
 		AcceptedAt: timestamppb.Now(), Source: "api:campaigns/send"}
 	e.publish(e.busCfg.CampaignSubject(s.company.ID), id, b)
+	e.accepted = append(e.accepted, phones...)
 	return id, time.Now()
 }
 
