@@ -128,7 +128,9 @@ type Tally struct {
 	// phone.
 	Duplicates int64
 	// Strangers is the sends the provider accepted for phones the drill
-	// never accepted (nothing should send them).
+	// never accepted (nothing should send them). Exact once the provider
+	// is idle; in a snapshot of a moving run it also counts the sends that
+	// arrived between reading the counts and the totals.
 	Strangers int64
 	// ProviderAccepted is every send the provider accepted.
 	ProviderAccepted int64
