@@ -14,9 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
-
-	"github.com/parleyhq/parley/pkg/delivery/drilltally"
 )
 
 // privatePG is a PostgreSQL cluster of the test's own (initdb and pg_ctl
@@ -87,26 +84,4 @@ func (pg *privatePG) Stop() {
 	if out, err := asPostgres(pgBin+"/pg_ctl", "-D", pg.data, "-m", "immediate", "-w", "stop").CombinedOutput(); err != nil {
 		pg.t.Fatalf("pg_ctl stop: %v\n%s", err, out)
 	}
-}
-
-// take counts the accepted contacts at provider-sim, per recipient, and in
-// the messages table (pkg/delivery/drilltally).
-func (e *drillEnv) take() drilltally.Tally {
-	e.t.Helper()
-	tl, err := drilltally.Take(e.ctx, drilltally.Sim{URL: e.sim.base}, e.pool, e.accepted)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return tl
-}
-
-// settle waits until every accepted contact reached the provider and no
-// message is open, or the time is up, and returns the tally either way.
-func (e *drillEnv) settle(within time.Duration) drilltally.Tally {
-	e.t.Helper()
-	tl, err := drilltally.Settle(e.ctx, drilltally.Sim{URL: e.sim.base}, e.pool, e.accepted, within)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return tl
 }
