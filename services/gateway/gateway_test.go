@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -190,7 +193,36 @@ func TestBatchStatusRateLimit(t *testing.T) {
 			t.Fatalf("X-RateLimit-Limit %q", r.header.Get("X-RateLimit-Limit"))
 		}
 	}
-	r := g.do(http.MethodGet, path, co.key, nil)
+	// The budget refills one request every 50 ms, which a slow machine's
+	// sequential requests can match: a burst outruns it.
+	burst := make([]response, 30)
+	errs := make([]error, len(burst))
+	var wg sync.WaitGroup
+	for i := range burst {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest(http.MethodGet, g.url+path, nil)
+			req.Header.Set("service-api-key", co.key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			burst[i], errs[i] = response{status: resp.StatusCode, header: resp.Header, body: b}, err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(burst, func(r response) bool { return r.status == 429 })
+	if i < 0 {
+		t.Fatalf("30 requests at once past the budget, none refused: first %d %s", burst[0].status, burst[0].body)
+	}
+	r := burst[i]
 	wantBody(t, r, 429, `{"error":"Rate limit exceeded: 20 per 1 second"}`)
 	if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 || r.header.Get("X-RateLimit-Remaining") != "0" {
 		t.Fatalf("Retry-After %q, X-RateLimit-Remaining %q", r.header.Get("Retry-After"), r.header.Get("X-RateLimit-Remaining"))
