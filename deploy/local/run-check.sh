@@ -180,6 +180,12 @@ campaign_delivered() {
 			log "the README's campaign: $contacts contacts accepted (batch $batch), delivered or read $((SECONDS - t0))s later"
 			return 0
 		fi
+		# Completed with nothing left in sent: no status callback can still
+		# deliver what is missing (failed or skipped).
+		if [[ $status == *'"status":"completed"'* && $(batch_count "$status" sent) == 0 ]]; then
+			fail "campaign: batch $batch completed with $((delivered + read)) of $contacts delivered or read: $status"
+			return 1
+		fi
 		sleep 0.5
 	done
 	fail "campaign: batch $batch not delivered within 60s (want $contacts delivered or read): $status"
