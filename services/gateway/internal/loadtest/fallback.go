@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,30 +17,31 @@ import (
 // measure the real limiter.
 const fallbackMetric = "parley_ratelimit_fallback_total"
 
-// Fallbacks is the sum of parley_ratelimit_fallback_total over its reasons
-// on the gateway at addr.
-func Fallbacks(ctx context.Context, addr string) (float64, error) {
+// Fallbacks is parley_ratelimit_fallback_total on the gateway at addr, by
+// reason (timeout, error, circuit_open, canceled).
+func Fallbacks(ctx context.Context, addr string) (map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", fallbackMetric, err)
+		return nil, fmt.Errorf("read %s: %w", fallbackMetric, err)
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("read %s: GET /metrics: status %d", fallbackMetric, res.StatusCode)
+		return nil, fmt.Errorf("read %s: GET /metrics: status %d", fallbackMetric, res.StatusCode)
 	}
-	return sumMetric(bufio.NewScanner(res.Body), fallbackMetric)
+	return metricByReason(bufio.NewScanner(res.Body), fallbackMetric)
 }
 
-// sumMetric adds up the samples of one metric in Prometheus text format; a
-// metric that is not exposed is an error, not 0.
-func sumMetric(sc *bufio.Scanner, name string) (float64, error) {
-	var sum float64
+// metricByReason reads the samples of one metric in Prometheus text format,
+// keyed by their reason label ("" without one); a metric that is not
+// exposed is an error, not 0.
+func metricByReason(sc *bufio.Scanner, name string) (map[string]float64, error) {
+	out := map[string]float64{}
 	found := false
 	for sc.Scan() {
 		line := sc.Text()
@@ -49,25 +52,29 @@ func sumMetric(sc *bufio.Scanner, name string) (float64, error) {
 		f := strings.Fields(line)
 		v, err := strconv.ParseFloat(f[len(f)-1], 64)
 		if err != nil {
-			return 0, fmt.Errorf("%s: %q: %w", name, line, err)
+			return nil, fmt.Errorf("%s: %q: %w", name, line, err)
 		}
-		sum += v
+		reason := ""
+		if _, after, ok := strings.Cut(rest, `reason="`); ok {
+			reason, _, _ = strings.Cut(after, `"`)
+		}
+		out[reason] += v
 		found = true
 	}
 	if err := sc.Err(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if !found {
-		return 0, fmt.Errorf("%s is not exposed", name)
+		return nil, fmt.Errorf("%s is not exposed", name)
 	}
-	return sum, nil
+	return out, nil
 }
 
 // fallbackGuard fails a measured run during which the gateway's limiter
 // fell back.
 type fallbackGuard struct {
 	addr   string
-	before float64
+	before map[string]float64
 }
 
 func guardFallbacks(ctx context.Context, addr string) (fallbackGuard, error) {
@@ -80,9 +87,17 @@ func (g fallbackGuard) check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if n != g.before {
-		return fmt.Errorf("the rate limiter fell back to its per-process limiter %.0f times during the run (%s moved from %.0f to %.0f): Redis was not measured",
-			n-g.before, fallbackMetric, g.before, n)
+	var moved []string
+	var total float64
+	for _, reason := range slices.Sorted(maps.Keys(n)) {
+		if d := n[reason] - g.before[reason]; d != 0 {
+			moved = append(moved, fmt.Sprintf("%s %.0f", reason, d))
+			total += d
+		}
+	}
+	if len(moved) > 0 {
+		return fmt.Errorf("the rate limiter fell back to its per-process limiter %.0f times during the run (%s by reason: %s): Redis was not measured",
+			total, fallbackMetric, strings.Join(moved, ", "))
 	}
 	return nil
 }

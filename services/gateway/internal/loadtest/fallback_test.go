@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestSumMetric(t *testing.T) {
+func TestMetricByReason(t *testing.T) {
 	text := `# HELP parley_ratelimit_fallback_total x
 # TYPE parley_ratelimit_fallback_total counter
 parley_ratelimit_fallback_total{reason="error"} 3
@@ -14,11 +14,11 @@ parley_ratelimit_fallback_total{reason="timeout"} 2
 parley_ratelimit_fallback_totalx 100
 parley_ratelimit_degraded 1
 `
-	n, err := sumMetric(bufio.NewScanner(strings.NewReader(text)), fallbackMetric)
-	if err != nil || n != 5 {
-		t.Fatalf("sum %v, %v; want 5", n, err)
+	n, err := metricByReason(bufio.NewScanner(strings.NewReader(text)), fallbackMetric)
+	if err != nil || len(n) != 2 || n["error"] != 3 || n["timeout"] != 2 {
+		t.Fatalf("by reason %v, %v; want error 3, timeout 2", n, err)
 	}
-	if _, err := sumMetric(bufio.NewScanner(strings.NewReader("parley_ratelimit_degraded 1\n")), fallbackMetric); err == nil {
+	if _, err := metricByReason(bufio.NewScanner(strings.NewReader("parley_ratelimit_degraded 1\n")), fallbackMetric); err == nil {
 		t.Fatal("a metric that is not exposed must be an error")
 	}
 }
