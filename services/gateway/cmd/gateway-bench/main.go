@@ -61,6 +61,7 @@ func throughput(ctx context.Context, args []string) error {
 	fs.DurationVar(&o.Measure, "measure", 10*time.Second, "measured time per scenario")
 	fs.IntVar(&o.Rounds, "rounds", 3, "alternating floor and gateway runs at 10 contacts (the median ratio is reported)")
 	fs.StringVar(&o.GatewayBinary, "gateway", "", "gateway binary (default: built from this module)")
+	fs.DurationVar(&o.RedisTimeout, "redis-timeout", time.Second, "the gateway's PARLEY_REDIS_TIMEOUT: every limit decision must be Redis's (a fallback fails the run); 50ms is production's")
 	_ = fs.Parse(args)
 	return loadtest.Bench(ctx, o, os.Stdout)
 }

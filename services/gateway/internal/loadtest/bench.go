@@ -27,6 +27,11 @@ type BenchOptions struct {
 	GatewayBinary string
 	// Rounds alternates floor and gateway runs at 10 contacts this many times.
 	Rounds int
+	// RedisTimeout is the gateway's PARLEY_REDIS_TIMEOUT. The bench measures
+	// every decision made in Redis: a scheduling stall of a shared machine
+	// past the production 50 ms would make the limiter decide locally, which
+	// fails the run; a longer bound shows the stall as latency instead.
+	RedisTimeout time.Duration
 }
 
 // Where the local servers are; PARLEY_* variables override them as they do
@@ -67,9 +72,12 @@ func Bench(ctx context.Context, o BenchOptions, w io.Writer) error {
 		return s.Purge(ctx)
 	}
 	env := append(sc.env(busCfg), "PARLEY_GATEWAY_ACCESS_LOG=false")
+	if o.RedisTimeout > 0 {
+		env = append(env, "PARLEY_REDIS_TIMEOUT="+o.RedisTimeout.String())
+	}
 
-	fmt.Fprintf(w, "load: %d connections, %s warm-up, %s measured per scenario, %d companies, %d rounds\n",
-		o.Conns, o.Warmup, o.Measure, o.Companies, o.Rounds)
+	fmt.Fprintf(w, "load: %d connections, %s warm-up, %s measured per scenario, %d companies, %d rounds; gateway PARLEY_REDIS_TIMEOUT=%s\n",
+		o.Conns, o.Warmup, o.Measure, o.Companies, o.Rounds, o.RedisTimeout)
 	// The floor and the gateway run side by side as separate processes; the
 	// load alternates between them round by round, so that whatever else the
 	// machine is doing weighs on both alike.
