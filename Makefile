@@ -44,12 +44,20 @@ compose-check: ## check docker-compose.yml, the Dockerfile and deploy/k8s agains
 	@echo "== pkg/deploycheck"; cd pkg && go test -count=1 ./deploycheck/
 	@for m in $(SERVICES); do echo "== $$m"; (cd $$m && go test -count=1 -run '^(TestComposeService|TestKubernetesWorkload)$$' ./internal/config/); done
 
+# The build tags of the drills and benchmarks (go test -tags drill|bench):
+# lint checks the files behind them too, in the modules that have some.
+LINT_TAGS := drill,bench
+
 .PHONY: lint
-lint: $(STATICCHECK) ## gofmt, go vet and staticcheck on every module
+lint: $(STATICCHECK) ## gofmt, go vet and staticcheck on every module (and again with the drill and bench build tags where files use them)
 	@echo "== gofmt"; bad=$$(find . -name '*.go' -not -path './.git/*' -not -path './bin/*' -print0 | xargs -0 gofmt -l); \
 	  if [ -n "$$bad" ]; then echo "gofmt would change these files (run gofmt -w):"; echo "$$bad"; exit 1; fi
 	@rc=0; \
-	  for m in $(MODULES); do echo "== vet, staticcheck $$m"; (cd $$m && go vet ./... && $(STATICCHECK) ./...) || rc=1; done; \
+	  for m in $(MODULES); do echo "== vet, staticcheck $$m"; (cd $$m && go vet ./... && $(STATICCHECK) ./...) || rc=1; \
+	    if grep -rlqE '^//go:build .*\b(drill|bench)\b' --include='*.go' $$m; then \
+	      echo "== vet, staticcheck -tags $(LINT_TAGS) $$m"; (cd $$m && go vet -tags $(LINT_TAGS) ./... && $(STATICCHECK) -tags $(LINT_TAGS) ./...) || rc=1; \
+	    fi; \
+	  done; \
 	  for m in $(TOOL_MODULES); do echo "== vet, staticcheck $$m"; (cd $$m && GOWORK=off go vet ./... && GOWORK=off $(STATICCHECK) ./...) || rc=1; done; \
 	  exit $$rc
 

@@ -21,6 +21,7 @@ import (
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
+	"github.com/parleyhq/parley/pkg/delivery/drilltally"
 	"github.com/parleyhq/parley/pkg/ratelimit"
 	"github.com/parleyhq/parley/pkg/ratelimit/ratelimittest"
 	"github.com/parleyhq/parley/pkg/secretbox"
@@ -46,6 +47,9 @@ type drillEnv struct {
 	sim    simClient
 	simP   *serviceproc.Process
 	phones int64
+	// accepted is every phone of every batch the stream took (publish
+	// acked): what the drills count at the provider.
+	accepted []string
 }
 
 type drillOptions struct {
@@ -188,6 +192,7 @@ func (e *drillEnv) publishCampaign(s sender, phones []string) (batchID string, a
 	b := &sendsv1.CampaignBatch{BatchId: id, CompanyId: s.company.ID, CampaignId: s.camp.ID, Phones: phones,
 		AcceptedAt: timestamppb.Now(), Source: "api:campaigns/send"}
 	e.publish(e.busCfg.CampaignSubject(s.company.ID), id, b)
+	e.accepted = append(e.accepted, phones...)
 	return id, time.Now()
 }
 
@@ -249,4 +254,26 @@ func (e *drillEnv) count(sql string, args ...any) int {
 		e.t.Fatal(err)
 	}
 	return n
+}
+
+// take counts the accepted contacts at provider-sim, per recipient, and in
+// the messages table (pkg/delivery/drilltally).
+func (e *drillEnv) take() drilltally.Tally {
+	e.t.Helper()
+	tl, err := drilltally.Take(e.ctx, drilltally.Sim{URL: e.sim.base}, e.pool, e.accepted)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tl
+}
+
+// settle waits until every accepted contact reached the provider and no
+// message is open, or the time is up, and returns the tally either way.
+func (e *drillEnv) settle(within time.Duration) drilltally.Tally {
+	e.t.Helper()
+	tl, err := drilltally.Settle(e.ctx, drilltally.Sim{URL: e.sim.base}, e.pool, e.accepted, within)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tl
 }

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -43,10 +44,10 @@ func main() {
 	case "revoke":
 		err = revoke(ctx, os.Args[2:])
 	default:
-		err = throughput(ctx, os.Args[1:])
+		err, sub = throughput(ctx, os.Args[1:]), ""
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "gateway-bench %s: %v\n", sub, err)
+		fmt.Fprintf(os.Stderr, "%s: %v\n", strings.TrimSpace("gateway-bench "+sub), err)
 		os.Exit(1)
 	}
 }
