@@ -20,6 +20,18 @@ STATICCHECK_VERSION := v0.8.2
 PROTOC_GEN_GO_VERSION := v1.36.12
 STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)
 PROTOC_GEN_GO := $(BIN)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
+# The one NATS version (README "NATS versions"): the tests embed it
+# (pkg/go.mod), the drills and compose-smoke run this binary, and
+# docker-compose.yml and deploy/k8s name the image nats:<version>-alpine.
+# pkg/deploycheck fails when they disagree.
+NATS_SERVER_VERSION := v2.15.2
+NATS_SERVER := $(BIN)/nats-server-$(NATS_SERVER_VERSION)
+# v5.8.3 needs Go 1.27; the machines have 1.26.
+KUSTOMIZE_VERSION := v5.8.2
+KUSTOMIZE := $(BIN)/kustomize-$(KUSTOMIZE_VERSION)
+# Only for machines whose Docker has no compose plugin (Debian's docker.io).
+COMPOSE_VERSION := v2.40.3
+DOCKER_COMPOSE := $(BIN)/docker-compose-$(COMPOSE_VERSION)
 # The generated code records the protoc version; Debian 12's is 3.21.12.
 PROTOC_VERSION := 3.21.12
 PROTOC ?= protoc
@@ -40,9 +52,12 @@ test: ## run every module's tests with -race against the local servers
 	@for m in $(TOOL_MODULES); do echo "== $$m"; (cd $$m && GOWORK=off go test -race -count=1 ./...); done
 
 .PHONY: compose-check
-compose-check: ## check docker-compose.yml, the Dockerfile and deploy/k8s against the code
-	@echo "== pkg/deploycheck"; cd pkg && go test -count=1 ./deploycheck/
-	@for m in $(SERVICES); do echo "== $$m"; (cd $$m && go test -count=1 -run '^(TestComposeService|TestKubernetesWorkload)$$' ./internal/config/); done
+# With PARLEY_KUSTOMIZE set, deploycheck renders deploy/k8s with the pinned
+# kustomize and the services' workload checks read the rendered objects.
+compose-check: $(KUSTOMIZE) ## check docker-compose.yml, the Dockerfile and deploy/k8s (as kustomize build renders it) against the code
+	@echo "== kustomize build deploy/k8s"; $(KUSTOMIZE) build deploy/k8s >/dev/null
+	@echo "== pkg/deploycheck"; cd pkg && PARLEY_KUSTOMIZE=$(KUSTOMIZE) go test -count=1 ./deploycheck/
+	@for m in $(SERVICES); do echo "== $$m"; (cd $$m && PARLEY_KUSTOMIZE=$(KUSTOMIZE) go test -count=1 -run '^(TestComposeService|TestKubernetesWorkload)$$' ./internal/config/); done
 
 # The build tags of the drills and benchmarks (go test -tags drill|bench):
 # lint checks the files behind them too, in the modules that have some.
@@ -96,6 +111,25 @@ $(PROTOC_GEN_GO):
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	  GOWORK=off GOBIN=$$tmp go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION) && mkdir -p $(BIN) && mv $$tmp/protoc-gen-go $@
 
+# Static (CGO_ENABLED=0): the offline nats image copies it into a scratch image.
+$(NATS_SERVER):
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	  CGO_ENABLED=0 GOWORK=off GOBIN=$$tmp go install -ldflags='-s -w' github.com/nats-io/nats-server/v2@$(NATS_SERVER_VERSION) && mkdir -p $(BIN) && mv $$tmp/nats-server $@
+
+$(KUSTOMIZE):
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	  GOWORK=off GOBIN=$$tmp go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION) && mkdir -p $(BIN) && mv $$tmp/kustomize $@
+
+# Its go.mod has exclude directives, so go install refuses it: build it in
+# the downloaded module (read-only, the binary goes to bin/).
+$(DOCKER_COMPOSE):
+	@dir=$$(GOWORK=off GOFLAGS=-mod=mod go mod download -json github.com/docker/compose/v2@$(COMPOSE_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	  mkdir -p $(BIN) && cd "$$dir" && CGO_ENABLED=0 GOWORK=off GOFLAGS=-buildvcs=false go build -trimpath -ldflags='-s -w -X github.com/docker/compose/v2/internal.Version=$(COMPOSE_VERSION)' -o $@ ./cmd
+
+.PHONY: tools
+tools: $(NATS_SERVER) $(KUSTOMIZE) ## build the pinned nats-server and kustomize into bin/
+	@echo "$(NATS_SERVER)"; echo "$(KUSTOMIZE)"
+
 # Running the stack, load tests and fault drills (run, bench-*, drill-*)
 # go below this line.
 
@@ -104,8 +138,8 @@ run: ## build, start the local servers if stopped, migrate, seed the demo compan
 	@bash deploy/local/run.sh
 
 .PHONY: run-check
-run-check: ## make run on private ports and servers: demo key and every /healthz within 60 s, clean Ctrl-C
-	@bash deploy/local/run-check.sh
+run-check: $(NATS_SERVER) ## make run on private ports and servers: demo key and every /healthz within 60 s, clean Ctrl-C
+	@PARLEY_NATS_SERVER=$(NATS_SERVER) bash deploy/local/run-check.sh
 
 .PHONY: bench-gateway
 bench-gateway: ## load test: the floor, then the gateway at 10 and 1000 contacts per request (prints req/s, contacts/s, p50, p99)
@@ -139,3 +173,20 @@ bench-delivery: ## load test: msg/s through one dispatcher (latency 0 and 100 ms
 .PHONY: drill-segment-50k
 drill-segment-50k: ## a campaign to a 50,000-contact segment through the gateway, the campaign dispatcher and provider-sim (prints 202 -> last receipt, messages/s)
 	@cd services/gateway && go test -tags drill -run '^TestDrillSegment50k$$' -count=1 -timeout 30m -v .
+
+# README "NATS versions and sync_interval" quotes its figures.
+.PHONY: bench-nats-sync
+bench-nats-sync: $(NATS_SERVER) ## JetStream publish msgs/s and p50/p99 with sync_interval default vs always (the pinned nats-server, file storage)
+	@cd pkg && go run ./bus/cmd/jetstream-sync-bench -nats-server $(NATS_SERVER)
+
+# Docker Compose, started (README "Docker Compose"). offline-images is only
+# for machines that reach no image registry (this project's): it builds
+# stand-ins under the names docker-compose.yml and the Dockerfile use.
+.PHONY: offline-images compose-smoke
+offline-images: $(NATS_SERVER) ## OFFLINE MACHINES ONLY: build stand-in images (debootstrap Debian, postgres, redis, nats, distroless, golang) under the compose file's names; skips existing ones
+	@NATS_SERVER=$(NATS_SERVER) bash deploy/offline-images.sh
+# Docker's compose plugin when it has one, else the pinned compose of bin/.
+compose-smoke: ## docker compose up --wait, seed, a campaign through the gateway, --scale campaign-dispatcher=3 with 10,000 contacts (0 lost, 0 duplicated at provider-sim), down -v
+	@if docker compose version >/dev/null 2>&1; then compose="docker compose"; \
+	  else $(MAKE) -s $(DOCKER_COMPOSE) && compose=$(DOCKER_COMPOSE); fi; \
+	  COMPOSE="$$compose" bash deploy/compose-smoke.sh

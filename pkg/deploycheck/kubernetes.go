@@ -82,28 +82,40 @@ func LoadKubernetes(dir string) (*Kubernetes, error) {
 		if err != nil {
 			return nil, fmt.Errorf("kustomization resource %s: %w", r, err)
 		}
-		docs, err := DecodeYAML(data)
+		objects, err := decodeObjects(r, data)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
-		for _, d := range docs {
-			var h struct {
-				APIVersion string `yaml:"apiVersion"`
-				Kind       string `yaml:"kind"`
-				Metadata   struct {
-					Name string `yaml:"name"`
-				} `yaml:"metadata"`
-			}
-			if err := d.Decode(&h); err != nil {
-				return nil, fmt.Errorf("%s: %w", file, err)
-			}
-			if h.APIVersion == "" || h.Kind == "" || h.Metadata.Name == "" {
-				return nil, fmt.Errorf("%s: an object without apiVersion, kind or metadata.name", file)
-			}
-			k.Objects = append(k.Objects, Object{File: r, APIVersion: h.APIVersion, Kind: h.Kind, Name: h.Metadata.Name, node: d})
-		}
+		k.Objects = append(k.Objects, objects...)
 	}
 	return k, nil
+}
+
+// decodeObjects decodes the objects of a YAML stream, each recorded as
+// coming from file.
+func decodeObjects(file string, data []byte) ([]Object, error) {
+	docs, err := DecodeYAML(data)
+	if err != nil {
+		return nil, err
+	}
+	var objects []Object
+	for _, d := range docs {
+		var h struct {
+			APIVersion string `yaml:"apiVersion"`
+			Kind       string `yaml:"kind"`
+			Metadata   struct {
+				Name string `yaml:"name"`
+			} `yaml:"metadata"`
+		}
+		if err := d.Decode(&h); err != nil {
+			return nil, err
+		}
+		if h.APIVersion == "" || h.Kind == "" || h.Metadata.Name == "" {
+			return nil, fmt.Errorf("an object without apiVersion, kind or metadata.name")
+		}
+		objects = append(objects, Object{File: file, APIVersion: h.APIVersion, Kind: h.Kind, Name: h.Metadata.Name, node: d})
+	}
+	return objects, nil
 }
 
 // Find returns the object of that kind and name.
@@ -233,9 +245,15 @@ var repoKubernetes struct {
 	err  error
 }
 
-// RepoKubernetes loads the repository's deploy/k8s once per process.
+// RepoKubernetes loads the repository's deploy/k8s once per process: the
+// objects `kustomize build` renders when KustomizeEnv names kustomize, the
+// files as written otherwise.
 func RepoKubernetes() (*Kubernetes, error) {
 	repoKubernetes.once.Do(func() {
+		if k, ok, err := repoRendered(); ok {
+			repoKubernetes.k, repoKubernetes.err = k, err
+			return
+		}
 		root, err := RepoRoot()
 		if err != nil {
 			repoKubernetes.err = err

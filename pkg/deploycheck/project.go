@@ -58,7 +58,9 @@ const (
 //   - deploy/k8s lists all its files, deploys every folder but the
 //     NotDeployed ones, and scales each dispatcher with a KEDA ScaledObject
 //     on the lag of every JetStream consumer its lane declares
-//     (delivery.Consumers).
+//     (delivery.Consumers);
+//   - the Makefile, the compose file and deploy/k8s name the NATS version
+//     the tests embed, and start it with sync_interval: always (checkNATS).
 func CheckProject(root string, p Project) []error {
 	var errs []error
 	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
@@ -136,6 +138,7 @@ func CheckProject(root string, p Project) []error {
 	}
 
 	errs = append(errs, checkKubernetes(root, k8s, folders, tested["KubernetesWorkload"], p)...)
+	errs = append(errs, checkNATS(root, compose, k8s)...)
 	return errs
 }
 

@@ -80,6 +80,29 @@ func TestCheckProjectFindsDrift(t *testing.T) {
 			`ScaledObject campaign-dispatcher: two triggers on consumer "campaign-dispatcher"`,
 			`ScaledObject campaign-dispatcher: no nats-jetstream trigger on the durable consumer "campaign-dispatcher-batch"`,
 		}},
+		{"NATS versions that disagree", func(t *testing.T, root string) {
+			edit(t, root, "Makefile", "NATS_SERVER_VERSION := v2.15.2", "NATS_SERVER_VERSION := v2.14.0")
+			edit(t, root, "docker-compose.yml", "image: nats:2.15.2-alpine", "image: nats:2.10-alpine")
+			edit(t, root, "deploy/k8s/nats.yaml", "image: nats:2.15.2-alpine", "image: nats:latest")
+		}, []string{
+			"the Makefile pins nats-server v2.14.0, the tests embed v2.15.2",
+			`compose service nats runs image "nats:2.10-alpine", want nats:2.15.2-alpine`,
+			`kubernetes StatefulSet nats runs image "nats:latest", want nats:2.15.2-alpine`,
+		}},
+		{"NATS without sync_interval always", func(t *testing.T, root string) {
+			edit(t, root, "deploy/nats/nats-server.conf", "sync_interval: always", "sync_interval: 2m")
+			edit(t, root, "deploy/k8s/nats.yaml", "sync_interval: always", "")
+		}, []string{
+			"deploy/nats/nats-server.conf does not set sync_interval: always",
+			"kubernetes StatefulSet nats: its configuration /etc/nats/parley.conf does not set sync_interval: always",
+		}},
+		{"NATS started without its configuration", func(t *testing.T, root string) {
+			edit(t, root, "docker-compose.yml", `command: ["nats-server", "--config", "/etc/nats/parley.conf"]`, `command: ["nats-server", "-js"]`)
+			edit(t, root, "deploy/k8s/nats.yaml", "subPath: nats-server.conf", "subPath: other.conf")
+		}, []string{
+			"compose service nats: its command names no --config file",
+			"kubernetes StatefulSet nats: its configuration /etc/nats/parley.conf does not set sync_interval: always",
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,7 +133,7 @@ func copyRepo(t *testing.T) string {
 			}
 			return nil
 		}
-		wanted := rel == "go.work" || rel == "docker-compose.yml" || strings.HasPrefix(rel, "deploy"+string(filepath.Separator)) ||
+		wanted := rel == "go.work" || rel == "docker-compose.yml" || rel == "Makefile" || strings.HasPrefix(rel, "deploy"+string(filepath.Separator)) ||
 			(strings.HasPrefix(rel, "services"+string(filepath.Separator)) && (strings.HasSuffix(rel, ".go") || d.Name() == "go.mod"))
 		if !wanted {
 			return nil
