@@ -172,8 +172,10 @@ type loadClient struct {
 }
 
 // send posts body until a gateway answers 202, alternating gateways from
-// first, waiting Retry-After after a 503 or a 429 and retrying with the
-// same Idempotency-Key; anything else is an error of the drill.
+// first, waiting Retry-After after a 503 or a 429 (1 s after a 409: the
+// key's first request is still in flight, or its claim outlived a Redis
+// timeout and expires within a minute) and retrying with the same
+// Idempotency-Key; any other answer is an error of the drill.
 func (c *loadClient) send(path, idem string, first int, body []byte, phones []string) {
 	deadline := time.Now().Add(90 * time.Second)
 	for try := 0; ; try++ {
@@ -207,7 +209,7 @@ func (c *loadClient) send(path, idem string, first int, body []byte, phones []st
 			c.accepted = append(c.accepted, phones...)
 			c.mu.Unlock()
 			return
-		case a.status != 0 && a.status != http.StatusServiceUnavailable && a.status != http.StatusTooManyRequests:
+		case a.status != 0 && a.status != http.StatusServiceUnavailable && a.status != http.StatusTooManyRequests && a.status != http.StatusConflict:
 			c.errs = append(c.errs, fmt.Sprintf("%s %s: %d %s", path, idem, a.status, raw))
 			c.mu.Unlock()
 			return
@@ -218,6 +220,9 @@ func (c *loadClient) send(path, idem string, first int, body []byte, phones []st
 		}
 		c.mu.Unlock()
 		wait := 200 * time.Millisecond
+		if a.status == http.StatusConflict {
+			wait = time.Second
+		}
 		if s, err := strconv.Atoi(a.retryAfter); err == nil && s > 0 {
 			wait = time.Duration(s) * time.Second
 		}
