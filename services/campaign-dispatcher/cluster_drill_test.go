@@ -295,6 +295,7 @@ type clusterOutcome struct {
 	change     *leaderChange
 	kills      []string
 	attempts   map[int]int
+	loadTook   time.Duration // from the first request to the last 202
 	took       time.Duration
 }
 
@@ -342,7 +343,10 @@ func runClusterWorkload(t *testing.T, natsBin, gwBin string, replicas int) clust
 	}
 
 	loadDone := make(chan struct{})
-	go func() { lc.run(s.camp.ID, s.auto.ID); close(loadDone) }()
+	loadStart := time.Now()
+	var loadTook time.Duration
+	go func() { lc.run(s.camp.ID, s.auto.ID); loadTook = time.Since(loadStart); close(loadDone) }()
+	since := func(at time.Time) string { return "+" + at.Sub(loadStart).Round(100*time.Millisecond).String() }
 
 	out := clusterOutcome{attempts: map[int]int{}}
 	take := func() drilltally.Tally {
@@ -390,8 +394,8 @@ func runClusterWorkload(t *testing.T, natsBin, gwBin string, replicas int) clust
 			return false
 		})
 		ch.killedAt, ch.electedAt = killedAt, time.Now()
-		out.kills = append(out.kills, fmt.Sprintf("NATS stream leader %s SIGKILLed (%d contacts accepted, %d not yet final): %s seen as the new leader after %s; the killed node restarted on its store and current again",
-			ch.killed, atKill.Accepted, atKill.Accepted-atKill.Rows+atKill.Open, ch.elected, ch.electedAt.Sub(killedAt).Round(time.Millisecond)))
+		out.kills = append(out.kills, fmt.Sprintf("%s NATS stream leader %s SIGKILLed (%d contacts accepted, %d not yet final): %s seen as the new leader after %s; the killed node restarted on its store and current again",
+			since(killedAt), ch.killed, atKill.Accepted, atKill.Accepted-atKill.Rows+atKill.Open, ch.elected, ch.electedAt.Sub(killedAt).Round(time.Millisecond)))
 		// The killed node back, on its store: it catches up as a follower.
 		leader.start(t)
 		waitFor(t, "the restarted node current again", 60*time.Second, func() bool {
@@ -417,14 +421,15 @@ func runClusterWorkload(t *testing.T, natsBin, gwBin string, replicas int) clust
 			{"campaign dispatcher", campaigns, func() *serviceproc.Process { p, _ := e.startCampaign(clusterLease...); return p }},
 			{"automation dispatcher", automations, startAutomation},
 		} {
+			killedAt := time.Now()
 			k.procs[0].Kill()
 			// Requests the provider had already taken finish on its side.
 			time.Sleep(200 * time.Millisecond)
 			tl := take()
 			out.bound += int64(tl.Unrecorded)
 			inFlight := tl.Accepted - tl.Rows + tl.Open
-			out.kills = append(out.kills, fmt.Sprintf("%s 1 SIGKILLed: %d contacts accepted, %d not yet final (in flight), %d sends unrecorded; restarted",
-				k.name, tl.Accepted, inFlight, tl.Unrecorded))
+			out.kills = append(out.kills, fmt.Sprintf("%s %s 1 SIGKILLed: %d contacts accepted, %d not yet final (in flight), %d sends unrecorded; restarted",
+				since(killedAt), k.name, tl.Accepted, inFlight, tl.Unrecorded))
 			if inFlight == 0 {
 				t.Errorf("%s killed with nothing in flight: the drill tested nothing", k.name)
 			}
@@ -438,6 +443,7 @@ func runClusterWorkload(t *testing.T, natsBin, gwBin string, replicas int) clust
 		}
 	}
 	<-loadDone
+	out.loadTook = loadTook
 	for _, msg := range lc.errs {
 		t.Error(msg)
 	}
@@ -578,12 +584,12 @@ func printClusterDrill(c, s clusterOutcome, took time.Duration) {
 		fmt.Printf("  requests under way during the leader change (%s): gateway answers by status %v (0 = no answer), 503s without Retry-After %d; the 202s' contacts %d, delivered %d; first 202 of a request sent after the kill: +%s\n",
 			ch.electedAt.Sub(ch.killedAt).Round(time.Millisecond), ch.answers, ch.without, len(ch.phones202), ch.delivered202, ch.first202.Round(time.Millisecond))
 	}
-	fmt.Printf("  all gateway answers: %v\n", c.attempts)
+	fmt.Printf("  +%s the load's last 202; all gateway answers by status: %v\n", c.loadTook.Round(100*time.Millisecond), c.attempts)
 	fmt.Printf("  at provider-sim, per recipient: accepted %d, lost %d, duplicated %d (bound: %d unrecorded at the dispatcher kills), failed %d, states %v\n",
 		c.tally.Accepted, c.tally.Lost, c.tally.Duplicates, c.bound, c.tally.Failed, c.tally.States)
 	fmt.Printf("  run took %s\n", c.took.Round(time.Millisecond))
-	fmt.Printf("one process of each, one NATS server (R1): accepted %d, lost %d, duplicated %d, states %v, answers %v; run took %s\n",
-		s.tally.Accepted, s.tally.Lost, s.tally.Duplicates, s.tally.States, s.attempts, s.took.Round(time.Millisecond))
+	fmt.Printf("one process of each, one NATS server (R1): accepted %d, lost %d, duplicated %d, states %v, answers %v, the load's last 202 at +%s; run took %s\n",
+		s.tally.Accepted, s.tally.Lost, s.tally.Duplicates, s.tally.States, s.attempts, s.loadTook.Round(100*time.Millisecond), s.took.Round(time.Millisecond))
 	fmt.Printf("same recipients (%d) and message states on both: %v\n", len(c.recipients),
 		slices.Equal(c.recipients, s.recipients) && maps.Equal(c.states, s.states))
 	fmt.Printf("cluster drill took %s\n", took.Round(time.Millisecond))
