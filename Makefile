@@ -166,6 +166,11 @@ drill-postgres-outage: ## drill: stop a private PostgreSQL cluster for 5 s mid-r
 drills: ## all three drills, about 30 s each
 	@$(DRILL) -run '^TestDrill' .
 
+# README "Cluster drill". Not among make drills (its test is not TestDrill*).
+.PHONY: drill-cluster
+drill-cluster: $(NATS_SERVER) ## drill: 3-node JetStream cluster (stream R3), 2 gateways, 2+2 dispatchers; SIGKILL the stream leader, then a dispatcher of each kind (prints lost, duplicated, the 202s/503s of the leader change), then the same on one of each
+	@export PARLEY_NATS_SERVER=$(NATS_SERVER); $(DRILL) -run '^TestClusterDrill$$' .
+
 .PHONY: bench-delivery
 bench-delivery: ## load test: msg/s through one dispatcher (latency 0 and 100 ms), per-account rates (at provider-sim and by send times; fails on any 130429), automation latency during a backlog
 	@cd services/campaign-dispatcher && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery' .

@@ -58,6 +58,9 @@ type drillOptions struct {
 	pgURL string
 	// simEnv configures provider-sim (latency, ...).
 	simEnv []string
+	// busCfg is a NATS of the drill's own (the cluster drill's nodes) to
+	// use instead of an embedded server.
+	busCfg *bus.Config
 }
 
 func newDrillEnv(t testing.TB, o drillOptions) *drillEnv {
@@ -82,8 +85,12 @@ func newDrillEnv(t testing.TB, o drillOptions) *drillEnv {
 	}
 	e.cat = catalog.NewStore(e.pool, box)
 
-	e.nats = bustest.NewServer(t)
-	e.busCfg = bustest.Config(e.nats.URL())
+	if o.busCfg != nil {
+		e.busCfg = *o.busCfg
+	} else {
+		e.nats = bustest.NewServer(t)
+		e.busCfg = bustest.Config(e.nats.URL())
+	}
 	if e.nc, err = bus.Connect(e.busCfg, "drill"); err != nil {
 		t.Fatal(err)
 	}
@@ -91,8 +98,16 @@ func newDrillEnv(t testing.TB, o drillOptions) *drillEnv {
 	if e.js, err = bus.JetStream(e.nc); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bus.EnsureStream(e.ctx, e.js, e.busCfg); err != nil {
-		t.Fatal(err)
+	// A cluster just started answers once it has elected its meta leader.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		_, err := bus.EnsureStream(e.ctx, e.js, e.busCfg)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 	e.redis = ratelimittest.Config(t)
 
@@ -153,6 +168,7 @@ func (e *drillEnv) dispatcherEnv(addrVar, addr string, extra ...string) []string
 		addrVar + "=" + addr,
 		"PARLEY_POSTGRES_URL=" + e.dbURL, "PARLEY_POSTGRES_MAX_CONNS=20",
 		"PARLEY_NATS_URL=" + e.busCfg.URL, "PARLEY_NATS_STREAM=" + e.busCfg.Stream, "PARLEY_NATS_SUBJECT_PREFIX=" + e.busCfg.Prefix,
+		"PARLEY_NATS_STREAM_REPLICAS=" + strconv.Itoa(e.busCfg.StreamReplicas),
 		"PARLEY_REDIS_ADDR=" + e.redis.Addr, "PARLEY_REDIS_KEY_PREFIX=" + e.redis.KeyPrefix,
 		"PARLEY_WHATSAPP_BASE_URL=" + e.sim.base, "PARLEY_WHATSAPP_TIMEOUT=2s",
 		"PARLEY_LOG_LEVEL=info", "PARLEY_LOG_FORMAT=console",
