@@ -86,14 +86,17 @@ WITH u AS (
 	WHERE m.provider_message_id = s.wamid AND s.best > 1
 	  AND (CASE m.state WHEN 'sending' THEN 0 WHEN 'sent' THEN 1 WHEN 'failed' THEN 2 WHEN 'delivered' THEN 3
 	       WHEN 'read' THEN 4 ELSE 99 END) < s.best
-	RETURNING m.id
+	RETURNING m.id, m.company_id, m.batch_id::text AS batch_id, m.phone, m.state::text AS state, m.provider_message_id,
+		COALESCE(m.error_code, 0) AS code, COALESCE(m.error_title, '') AS title,
+		(CASE m.state WHEN 'read' THEN m.read_at WHEN 'delivered' THEN m.delivered_at ELSE m.failed_at END) AS at
 ), back AS (
 	INSERT INTO provider_status_backlog (provider_message_id, status, error_code, error_title, occurred_at, received_at)
 	SELECT u.wamid, u.status, u.code, u.title, u.at, $6 FROM u
 	WHERE $7 AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.provider_message_id = u.wamid)
 	RETURNING id
 )
-SELECT (SELECT count(*) FROM upd), (SELECT count(*) FROM back)`
+SELECT b.n, upd.id, upd.company_id, upd.batch_id, upd.phone, upd.state, upd.provider_message_id, upd.code, upd.title, upd.at
+FROM (SELECT count(*) AS n FROM back) b LEFT JOIN upd ON true`
 
 func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, backlog bool) (ApplyResult, error) {
 	var res ApplyResult
@@ -110,9 +113,32 @@ func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, 
 			codes[i] = &c
 		}
 	}
-	if err := db.QueryRow(ctx, applyStatusesSQL, wamids, statuses, codes, titles, ats, now, backlog).
-		Scan(&res.Applied, &res.Backlogged); err != nil {
+	dbRows, err := db.Query(ctx, applyStatusesSQL, wamids, statuses, codes, titles, ats, now, backlog)
+	if err != nil {
 		return ApplyResult{}, fmt.Errorf("apply %d statuses: %w", n, err)
+	}
+	var changed []ChangedMessage
+	for dbRows.Next() {
+		var id, company *int64
+		var batch, phone, state, wamid, title *string
+		var code *int
+		var at *time.Time
+		if err := dbRows.Scan(&res.Backlogged, &id, &company, &batch, &phone, &state, &wamid, &code, &title, &at); err != nil {
+			dbRows.Close()
+			return ApplyResult{}, fmt.Errorf("apply %d statuses: %w", n, err)
+		}
+		if id != nil {
+			changed = append(changed, ChangedMessage{ID: *id, CompanyID: *company, BatchID: *batch, Phone: *phone,
+				State: State(*state), Wamid: *wamid, Code: *code, Title: *title, At: *at})
+		}
+	}
+	dbRows.Close()
+	if err := dbRows.Err(); err != nil {
+		return ApplyResult{}, fmt.Errorf("apply %d statuses: %w", n, err)
+	}
+	res.Applied = len(changed)
+	if err := EmitMessages(ctx, db, changed); err != nil {
+		return ApplyResult{}, err
 	}
 	if refused := refusedWamids(rows); len(refused) > 0 {
 		if err := OptOutRefused(ctx, db, nil, refused, now); err != nil {
@@ -128,15 +154,17 @@ func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, 
 // arrive in. A callback for a wamid not recorded yet (the
 // provider can call back before the dispatcher commits its send) is kept in
 // provider_status_backlog and applied when the dispatcher records the wamid.
-// now is the receipt time. A failed status with 131050 (the user stopped
-// marketing messages) also opts the message's contact out, in the same
-// transaction when db can begin one.
+// now is the receipt time. Each change writes its event (message.delivered,
+// message.read, message.failed) in the same transaction, and a failed
+// status with 131050 (the user stopped marketing messages) also opts the
+// message's contact out in it. db is a pool or a connection (a transaction
+// is begun on it), or a transaction.
 func ApplyStatuses(ctx context.Context, db DB, updates []whatsapp.StatusUpdate, now time.Time) (ApplyResult, error) {
 	rows := rowsOf(updates, now)
 	b, ok := db.(interface {
 		Begin(ctx context.Context) (pgx.Tx, error)
 	})
-	if !ok || len(refusedWamids(rows)) == 0 {
+	if !ok {
 		return applyStatuses(ctx, db, rows, now, true)
 	}
 	var res ApplyResult

@@ -190,12 +190,21 @@ func finishBatch(ctx context.Context, tx pgx.Tx, id string, status BatchState, c
 	if status == BatchCompleted || status == BatchFailed {
 		completed = &now
 	}
-	if _, err := tx.Exec(ctx, `
-		UPDATE batches SET status = $2, contact_count = $3, error = NULLIF($4, ''), completed_at = $5 WHERE id = $1`,
-		id, string(status), count, failure, completed); err != nil {
+	var company int64
+	var kind string
+	if err := tx.QueryRow(ctx, `
+		UPDATE batches SET status = $2, contact_count = $3, error = NULLIF($4, ''), completed_at = $5 WHERE id = $1
+		RETURNING company_id, kind::text`,
+		id, string(status), count, failure, completed).Scan(&company, &kind); err != nil {
 		return fmt.Errorf("update batch %s: %w", id, err)
 	}
-	return nil
+	if err := emitFailedAtExpansion(ctx, tx, id); err != nil {
+		return err
+	}
+	if completed == nil {
+		return nil
+	}
+	return emitBatches(ctx, tx, []finishedBatch{{id: id, companyID: company, kind: kind, status: status, failure: failure, at: now}})
 }
 
 // insertFailed records one failed message per phone, saying why.

@@ -65,7 +65,8 @@ FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::text[], $5::int[], 
 	AS r(id, claimed_at, kind, wamid, code, title, not_before, at)
 WHERE m.id = r.id AND m.claimed_at = r.claimed_at
   AND (m.state IN ('sending', 'queued') OR (m.state = 'cancelled' AND r.kind = 'sent'))
-RETURNING m.batch_id::text, r.kind, COALESCE(m.provider_message_id, '')`
+RETURNING m.batch_id::text, r.kind, COALESCE(m.provider_message_id, ''), m.id, m.company_id, m.phone,
+	COALESCE(m.error_code, 0), COALESCE(m.error_title, ''), r.at`
 
 // cancelQueuedSQL cancels the messages of cancelled batches that are back
 // in the queue (a retry, a released or stale claim) or were never sent:
@@ -89,10 +90,11 @@ UPDATE batches b SET
 		WHEN b.cancelled_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.batch_id = b.id AND m.sent_at IS NOT NULL)
 		THEN 'cancelled' ELSE 'completed' END)::batch_status,
 	completed_at = CASE WHEN x.open THEN NULL ELSE COALESCE(b.completed_at, $2::timestamptz) END
-FROM (SELECT id, EXISTS (SELECT 1 FROM messages m WHERE m.batch_id = bb.id
+FROM (SELECT id, bb.status AS old, EXISTS (SELECT 1 FROM messages m WHERE m.batch_id = bb.id
 		AND m.state IN ('queued', 'scheduled', 'deferred', 'sending')) AS open
 	FROM batches bb WHERE bb.id = ANY($1::uuid[])) x
-WHERE b.id = x.id AND b.status IN ('scheduled', 'processing', 'cancelled')`
+WHERE b.id = x.id AND b.status IN ('scheduled', 'processing', 'cancelled')
+RETURNING b.id::text, b.company_id, b.kind::text, b.status::text, x.old::text`
 
 // CompleteBatches locks the batches (in id order, so that concurrent
 // recorders never deadlock), cancels what came back to the queue of the
@@ -120,10 +122,30 @@ func completeBatches(ctx context.Context, tx pgx.Tx, batches []string, now time.
 			return fmt.Errorf("cancel requeued messages: %w", err)
 		}
 	}
-	if _, err := tx.Exec(ctx, completeSQL, batches, now); err != nil {
+	rows, err = tx.Query(ctx, completeSQL, batches, now)
+	if err != nil {
 		return fmt.Errorf("complete batches: %w", err)
 	}
-	return nil
+	var done []finishedBatch
+	for rows.Next() {
+		b := finishedBatch{at: now}
+		var status, old string
+		if err := rows.Scan(&b.id, &b.companyID, &b.kind, &status, &old); err != nil {
+			rows.Close()
+			return fmt.Errorf("complete batches: %w", err)
+		}
+		// An event for a batch that reaches completed (a cancelled batch
+		// none of whose messages went out stays cancelled: its
+		// batch.cancelled came with the cancel).
+		if b.status = BatchState(status); b.status == BatchCompleted && old != status {
+			done = append(done, b)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("complete batches: %w", err)
+	}
+	return emitBatches(ctx, tx, done)
 }
 
 // recorder writes outcomes in batches: every FlushInterval or FlushSize
@@ -369,6 +391,7 @@ func (r *recorder) write(buf []outcome) error {
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		clear(counts)
 		var sent []string
+		var changed []changedMessage
 		if len(ids) > 0 {
 			rows, err := tx.Query(ctx, recordSQL, ids, cols.claimed, cols.kinds, cols.wamids, cols.codes, cols.titles, cols.notBefores, cols.ats)
 			if err != nil {
@@ -376,7 +399,8 @@ func (r *recorder) write(buf []outcome) error {
 			}
 			for rows.Next() {
 				var batch, kind, wamid string
-				if err := rows.Scan(&batch, &kind, &wamid); err != nil {
+				var m changedMessage
+				if err := rows.Scan(&batch, &kind, &wamid, &m.ID, &m.CompanyID, &m.Phone, &m.Code, &m.Title, &m.At); err != nil {
 					rows.Close()
 					return fmt.Errorf("record outcomes: %w", err)
 				}
@@ -385,10 +409,17 @@ func (r *recorder) write(buf []outcome) error {
 				if kind == string(kindSent) && wamid != "" {
 					sent = append(sent, wamid)
 				}
+				if kind == string(kindSent) || kind == string(kindFailed) {
+					m.BatchID, m.State, m.Wamid = batch, State(kind), wamid
+					changed = append(changed, m)
+				}
 			}
 			rows.Close()
 			if err := rows.Err(); err != nil {
 				return fmt.Errorf("record outcomes: %w", err)
+			}
+			if err := emitMessages(ctx, tx, changed); err != nil {
+				return err
 			}
 		}
 		now := r.now()

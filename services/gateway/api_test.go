@@ -73,13 +73,6 @@ func (g *gw) unchanged(before state, what string) {
 	}
 }
 
-func wantBody(t *testing.T, r response, status int, body string) {
-	t.Helper()
-	if r.status != status || string(r.body) != body {
-		t.Fatalf("got %d %s\nwant %d %s", r.status, r.body, status, body)
-	}
-}
-
 func segmentBody(name string, contacts ...string) string {
 	return fmt.Sprintf(`{"name":%q,"contacts":[%s]}`, name, strings.Join(contacts, ","))
 }
