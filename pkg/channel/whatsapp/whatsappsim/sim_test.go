@@ -302,8 +302,13 @@ func TestInspection(t *testing.T) {
 	}
 	tooMany := `{"to":[` + strings.TrimSuffix(strings.Repeat(`"+1",`, whatsappsim.MaxCountsLookup+1), ",") + `]}`
 	for _, bad := range []string{`{"phones":[]}`, tooMany} {
-		if resp, err := http.Post(e.srv.URL+"/_sim/recipients/counts", "application/json", strings.NewReader(bad)); err != nil || resp.StatusCode != 400 {
-			t.Errorf("bad counts request %.40s: %v %v", bad, resp, err)
+		resp, err := http.Post(e.srv.URL+"/_sim/recipients/counts", "application/json", strings.NewReader(bad))
+		if err != nil {
+			t.Fatalf("bad counts request %.40s: %v", bad, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 400 {
+			t.Errorf("bad counts request %.40s: %d, want 400", bad, resp.StatusCode)
 		}
 	}
 
