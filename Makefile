@@ -149,7 +149,8 @@ bench-gateway: ## load test: the floor, then the gateway at 10 and 1000 contacts
 bench-revoke: ## revoke-to-401: three gateways under load, keys revoked via the admin API (p50, p99, max per gateway; target < 100 ms), then with the broadcast lost (bounded by the cache TTL)
 	@cd services/gateway && go run ./cmd/gateway-bench revoke
 
-# Crash drills: the real campaign dispatcher and provider-sim with 10,000
+# Crash drills (services/campaign-dispatcher/drill_test.go, on the shared
+# harness testkit/drillenv): the real campaign dispatcher and provider-sim with 10,000
 # messages in flight; each breaks one part and counts per recipient at
 # provider-sim (testkit/drilltally): it fails on any accepted phone never
 # received, any failed message it did not provoke, or duplicated sends beyond
@@ -172,8 +173,12 @@ drill-cluster: $(NATS_SERVER) ## drill: 3-node JetStream cluster (stream R3), 2 
 	@export PARLEY_NATS_SERVER=$(NATS_SERVER); $(DRILL) -run '^TestClusterDrill$$' .
 
 .PHONY: bench-delivery
+# The campaign part (services/campaign-dispatcher/bench_test.go), then the
+# automation part (services/automation-dispatcher/bench_test.go); both run.
 bench-delivery: ## load test: msg/s through one dispatcher (latency 0 and 100 ms), per-account rates (at provider-sim and by send times; fails on any 130429), automation latency during a backlog
-	@cd services/campaign-dispatcher && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery' .
+	@rc=0; (cd services/campaign-dispatcher && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery' .) || rc=1; \
+	  (cd services/automation-dispatcher && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery' .) || rc=1; \
+	  exit $$rc
 
 # PARLEY_DRILL_CONTACTS (50000), PARLEY_DRILL_THROUGHPUT (the account's, 2000/s)
 # and PARLEY_DRILL_LATENCY_MS (the simulator's, 50) change the figures.
