@@ -139,12 +139,12 @@ var gatewayBin struct {
 	err  error
 }
 
-// buildGateway builds the gateway binary once, beside the others.
+// buildGateway builds this gateway's binary once, beside the others.
 func buildGateway(t *testing.T) string {
 	t.Helper()
 	gatewayBin.once.Do(func() {
 		gatewayBin.path = filepath.Join(drillenv.Bins.Dir, "gateway")
-		gatewayBin.err = serviceproc.Build(context.Background(), "../gateway", gatewayBin.path, os.Stderr)
+		gatewayBin.err = serviceproc.Build(context.Background(), ".", gatewayBin.path, os.Stderr)
 	})
 	if gatewayBin.err != nil {
 		t.Fatal(gatewayBin.err)
