@@ -1,6 +1,7 @@
-// Package drillenv is the environment of the crash drills and the delivery
-// benchmarks of both dispatchers (go test -tags drill|bench in
-// services/campaign-dispatcher and services/automation-dispatcher): the real
+// Package drillenv is the environment of the drills and the delivery
+// benchmarks that run the real binaries (go test -tags drill|bench in
+// services/campaign-dispatcher, services/automation-dispatcher and, for
+// the cluster drill, services/gateway): the real
 // binaries (built once by Main), an embedded NATS (or the drill's own), the
 // local Redis under a key prefix of their own, a fresh database (or a
 // private PostgreSQL cluster, StartPrivatePG) and provider-sim, with the
@@ -39,7 +40,6 @@ import (
 // Token is the access token of every account a drill creates.
 const Token = "drill-access-token-0123456789"
 
-// Env is what a drill or a benchmark runs the binaries against.
 // Env is what a drill or a benchmark runs the binaries against.
 type Env struct {
 	T      testing.TB

@@ -1,7 +1,6 @@
 package drillenv
 
-// What only the crash drills need: a private PostgreSQL cluster and the
-// tally of accepted contacts at the provider and in the database.
+// What only the PostgreSQL outage drill needs: a cluster of its own.
 
 import (
 	"fmt"
