@@ -149,7 +149,8 @@ bench-gateway: ## load test: the floor, then the gateway at 10 and 1000 contacts
 bench-revoke: ## revoke-to-401: three gateways under load, keys revoked via the admin API (p50, p99, max per gateway; target < 100 ms), then with the broadcast lost (bounded by the cache TTL)
 	@cd services/gateway && go run ./cmd/gateway-bench revoke
 
-# Crash drills: the real campaign dispatcher and provider-sim with 10,000
+# Crash drills (services/campaign-dispatcher/drill_test.go, on the shared
+# harness testkit/drillenv): the real campaign dispatcher and provider-sim with 10,000
 # messages in flight; each breaks one part and counts per recipient at
 # provider-sim (testkit/drilltally): it fails on any accepted phone never
 # received, any failed message it did not provoke, or duplicated sends beyond
@@ -167,13 +168,18 @@ drills: ## all three drills, about 30 s each
 	@$(DRILL) -run '^TestDrill' .
 
 # README "Cluster drill". Not among make drills (its test is not TestDrill*).
+# It lives in services/gateway (README "Fault drills" says why).
 .PHONY: drill-cluster
 drill-cluster: $(NATS_SERVER) ## drill: 3-node JetStream cluster (stream R3), 2 gateways, 2+2 dispatchers; SIGKILL the stream leader, then a dispatcher of each kind (prints lost, duplicated, the 202s/503s of the leader change), then the same on one of each
-	@export PARLEY_NATS_SERVER=$(NATS_SERVER); $(DRILL) -run '^TestClusterDrill$$' .
+	@export PARLEY_NATS_SERVER=$(NATS_SERVER); cd services/gateway && go test -tags drill -count=1 -v -timeout 5m -run '^TestClusterDrill$$' .
 
 .PHONY: bench-delivery
+# The campaign part (services/campaign-dispatcher/bench_test.go), then the
+# automation part (services/automation-dispatcher/bench_test.go); both run.
 bench-delivery: ## load test: msg/s through one dispatcher (latency 0 and 100 ms), per-account rates (at provider-sim and by send times; fails on any 130429), automation latency during a backlog
-	@cd services/campaign-dispatcher && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery' .
+	@rc=0; (cd services/campaign-dispatcher && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery' .) || rc=1; \
+	  (cd services/automation-dispatcher && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery' .) || rc=1; \
+	  exit $$rc
 
 # PARLEY_DRILL_CONTACTS (50000), PARLEY_DRILL_THROUGHPUT (the account's, 2000/s)
 # and PARLEY_DRILL_LATENCY_MS (the simulator's, 50) change the figures.

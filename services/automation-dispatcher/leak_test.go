@@ -1,3 +1,5 @@
+//go:build !bench
+
 package main
 
 import (
@@ -6,5 +8,6 @@ import (
 	"go.uber.org/goleak"
 )
 
-// TestMain fails the package's tests when a goroutine outlives them.
+// TestMain fails the package's tests when a goroutine outlives them (not
+// with the bench tag: bench_test.go has its own TestMain).
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

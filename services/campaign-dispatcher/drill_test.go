@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parleyhq/parley/testkit/drillenv"
 	"github.com/parleyhq/parley/testkit/drilltally"
 )
 
@@ -35,9 +36,9 @@ func report(t *testing.T, name string, tl drilltally.Tally, expect drilltally.Ex
 	}
 }
 
-func publishLoad(e *drillEnv, s sender) int {
+func publishLoad(e *drillenv.Env, s drillenv.Sender) int {
 	for range drillBatches {
-		e.publishCampaign(s, e.nextPhones(drillBatchSize))
+		e.PublishCampaign(s, e.NextPhones(drillBatchSize))
 	}
 	return drillBatches * drillBatchSize
 }
@@ -46,17 +47,17 @@ func publishLoad(e *drillEnv, s sender) int {
 // again. Rows left in sending are the documented window: the restarted
 // dispatcher sends them again once their lease (4 s here) has passed.
 func TestDrillDispatcherKill(t *testing.T) {
-	e := newDrillEnv(t, drillOptions{simEnv: []string{"PARLEY_PROVIDER_SIM_LATENCY=20ms"}})
-	s := e.newSender("kill", drillRate)
+	e := drillenv.New(t, drillenv.Options{SimEnv: []string{"PARLEY_PROVIDER_SIM_LATENCY=20ms"}})
+	s := e.NewSender("kill", drillRate)
 	lease := []string{"PARLEY_DISPATCH_LEASE=4s", "PARLEY_DISPATCH_SWEEP_INTERVAL=500ms", "PARLEY_DISPATCH_ACK_WAIT=5s"}
-	d, _ := e.startCampaign(lease...)
+	d, _ := e.StartCampaign(lease...)
 	accepted := publishLoad(e, s)
-	e.waitReceived(int64(accepted/5), 60*time.Second)
+	e.WaitReceived(int64(accepted/5), 60*time.Second)
 	d.Kill()
 	// Requests the provider had already taken finish on its side.
 	time.Sleep(200 * time.Millisecond)
-	sending := e.count(`SELECT count(*) FROM messages WHERE state = 'sending'`)
-	atKill := e.take()
+	sending := e.Count(`SELECT count(*) FROM messages WHERE state = 'sending'`)
+	atKill := e.Take()
 	inFlight := atKill.Accepted - atKill.Rows + atKill.Open
 	t.Logf("at the kill: %d of %d contacts expanded, %d not yet final (in flight), %d in sending, %d phones the provider had received whose message was not recorded (the duplicate bound)",
 		atKill.Rows, accepted, inFlight, sending, atKill.Unrecorded)
@@ -64,8 +65,8 @@ func TestDrillDispatcherKill(t *testing.T) {
 		t.Errorf("only %d messages in flight at the kill; the drill wants at least 5000", inFlight)
 	}
 	start := time.Now()
-	e.startCampaign(lease...)
-	tl := e.settle(90 * time.Second)
+	e.StartCampaign(lease...)
+	tl := e.Settle(90 * time.Second)
 	t.Logf("settled %s after the restart", time.Since(start).Round(time.Millisecond))
 	report(t, "dispatcher SIGKILL", tl, drilltally.Expect{DuplicateBound: int64(atKill.Unrecorded)})
 }
@@ -76,42 +77,42 @@ func TestDrillDispatcherKill(t *testing.T) {
 // done), and starts it again; batches published before and after are all
 // delivered, none twice.
 func TestDrillNATSRestart(t *testing.T) {
-	e := newDrillEnv(t, drillOptions{simEnv: []string{"PARLEY_PROVIDER_SIM_LATENCY=20ms"}})
-	s := e.newSender("nats", drillRate)
-	_, addr := e.startCampaign("PARLEY_DISPATCH_ACK_WAIT=5s")
-	stream, err := e.js.Stream(e.ctx, e.busCfg.Stream)
+	e := drillenv.New(t, drillenv.Options{SimEnv: []string{"PARLEY_PROVIDER_SIM_LATENCY=20ms"}})
+	s := e.NewSender("nats", drillRate)
+	_, addr := e.StartCampaign("PARLEY_DISPATCH_ACK_WAIT=5s")
+	stream, err := e.JS.Stream(e.Ctx, e.BusCfg.Stream)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range drillBatches / 2 {
-		e.publishCampaign(s, e.nextPhones(drillBatchSize))
+		e.PublishCampaign(s, e.NextPhones(drillBatchSize))
 	}
 	// The stream keeps a batch (work queue) until a dispatcher acks it,
 	// which it does once the batch is expanded into rows.
-	info, err := stream.Info(e.ctx)
+	info, err := stream.Info(e.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.nats.Stop()
+	e.NATS.Stop()
 	stopped := time.Now()
 	unacked := info.State.Msgs
-	atStop := e.take()
+	atStop := e.Take()
 	t.Logf("at the stop: %d of %d batches not yet acknowledged, %d of %d contacts expanded, %d messages open",
 		unacked, drillBatches/2, atStop.Rows, atStop.Accepted, atStop.Open)
 	if unacked == 0 {
 		t.Fatalf("every batch was acknowledged before NATS stopped: the drill tested nothing in flight (%s)", atStop)
 	}
-	before := e.simStats().Accepted
+	before := e.SimStats().Accepted
 	time.Sleep(3 * time.Second)
-	during := e.simStats().Accepted - before
-	e.nats.Start()
+	during := e.SimStats().Accepted - before
+	e.NATS.Start()
 	t.Logf("NATS down %s; the provider received %d sends meanwhile (messages already in PostgreSQL keep going)",
 		time.Since(stopped).Round(time.Millisecond), during)
 	for range drillBatches / 2 {
-		e.publishCampaign(s, e.nextPhones(drillBatchSize))
+		e.PublishCampaign(s, e.NextPhones(drillBatchSize))
 	}
-	tl := e.settle(90 * time.Second)
-	t.Logf("dispatcher metrics: %s", metricLines(t, "http://"+addr+"/metrics", "parley_delivery_batches_total"))
+	tl := e.Settle(90 * time.Second)
+	t.Logf("dispatcher metrics: %s", drillenv.MetricLines(t, "http://"+addr+"/metrics", "parley_delivery_batches_total"))
 	report(t, "NATS restart", tl, drilltally.Expect{})
 }
 
@@ -120,17 +121,17 @@ func TestDrillNATSRestart(t *testing.T) {
 // it again. Outcomes of the sends in flight wait in the recorder and are
 // written once it is back; nothing is lost and nothing sent twice.
 func TestDrillPostgresOutage(t *testing.T) {
-	pg := startPrivatePG(t)
-	e := newDrillEnv(t, drillOptions{pgURL: pg.URL, simEnv: []string{"PARLEY_PROVIDER_SIM_LATENCY=20ms"}})
-	s := e.newSender("pg", drillRate)
-	d, addr := e.startCampaign()
+	pg := drillenv.StartPrivatePG(t)
+	e := drillenv.New(t, drillenv.Options{PGURL: pg.URL, SimEnv: []string{"PARLEY_PROVIDER_SIM_LATENCY=20ms"}})
+	s := e.NewSender("pg", drillRate)
+	d, addr := e.StartCampaign()
 	accepted := publishLoad(e, s)
-	e.waitReceived(int64(accepted/5), 60*time.Second)
-	before := e.simStats().Accepted
+	e.WaitReceived(int64(accepted/5), 60*time.Second)
+	before := e.SimStats().Accepted
 	pg.Stop()
 	stopped := time.Now()
 	time.Sleep(5 * time.Second)
-	during := e.simStats().Accepted - before
+	during := e.SimStats().Accepted - before
 	pg.Start()
 	t.Logf("PostgreSQL down %s; the provider received %d sends meanwhile (in flight at the stop)",
 		time.Since(stopped).Round(time.Millisecond), during)
@@ -139,8 +140,8 @@ func TestDrillPostgresOutage(t *testing.T) {
 		t.Fatalf("the dispatcher died with the database: %v", d.Err())
 	default:
 	}
-	tl := e.settle(90 * time.Second)
-	t.Logf("dispatcher metrics after the outage: %s", metricLines(t, "http://"+addr+"/metrics",
+	tl := e.Settle(90 * time.Second)
+	t.Logf("dispatcher metrics after the outage: %s", drillenv.MetricLines(t, "http://"+addr+"/metrics",
 		"parley_delivery_record_flush_failures_total", "parley_delivery_batches_total", "parley_delivery_lease_reclaims_total"))
 	report(t, "PostgreSQL outage", tl, drilltally.Expect{})
 }

@@ -42,6 +42,7 @@ import (
 
 	"github.com/parleyhq/parley/pkg/apikey"
 	"github.com/parleyhq/parley/testkit/bustest"
+	"github.com/parleyhq/parley/testkit/drillenv"
 	"github.com/parleyhq/parley/testkit/drilltally"
 	"github.com/parleyhq/parley/testkit/serviceproc"
 )
@@ -78,7 +79,7 @@ func startNATS(t *testing.T, bin string, n int) []*natsNode {
 	nodes := make([]*natsNode, n)
 	for i := range nodes {
 		nodes[i] = &natsNode{name: fmt.Sprintf("n%d", i+1), bin: bin,
-			client: freeAddr(t), cluster: freeAddr(t), monitor: freeAddr(t)}
+			client: drillenv.FreeAddr(t), cluster: drillenv.FreeAddr(t), monitor: drillenv.FreeAddr(t)}
 	}
 	for _, nd := range nodes {
 		var b strings.Builder
@@ -138,12 +139,12 @@ var gatewayBin struct {
 	err  error
 }
 
-// buildGateway builds the gateway binary once, beside the others.
+// buildGateway builds this gateway's binary once, beside the others.
 func buildGateway(t *testing.T) string {
 	t.Helper()
 	gatewayBin.once.Do(func() {
-		gatewayBin.path = filepath.Join(bins.dir, "gateway")
-		gatewayBin.err = serviceproc.Build(context.Background(), "../gateway", gatewayBin.path, os.Stderr)
+		gatewayBin.path = filepath.Join(drillenv.Bins.Dir, "gateway")
+		gatewayBin.err = serviceproc.Build(context.Background(), ".", gatewayBin.path, os.Stderr)
 	})
 	if gatewayBin.err != nil {
 		t.Fatal(gatewayBin.err)
@@ -306,16 +307,16 @@ func runClusterWorkload(t *testing.T, natsBin, gwBin string, replicas int) clust
 	nodes := startNATS(t, natsBin, replicas)
 	cfg := bustest.Config(natsURLs(nodes))
 	cfg.StreamReplicas = replicas
-	e := newDrillEnv(t, drillOptions{busCfg: &cfg, simEnv: []string{"PARLEY_PROVIDER_SIM_LATENCY=20ms"}})
-	stream, err := e.js.Stream(e.ctx, cfg.Stream)
+	e := drillenv.New(t, drillenv.Options{BusCfg: &cfg, SimEnv: []string{"PARLEY_PROVIDER_SIM_LATENCY=20ms"}})
+	stream, err := e.JS.Stream(e.Ctx, cfg.Stream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info, err := stream.Info(e.ctx); err != nil || info.Config.Replicas != replicas {
+	if info, err := stream.Info(e.Ctx); err != nil || info.Config.Replicas != replicas {
 		t.Fatalf("stream %s: replicas %v (%v), want %d", cfg.Stream, info, err, replicas)
 	}
-	s := e.newSender("cluster", clusterRate)
-	key, _, err := apikey.NewStore(e.pool, time.Now).Create(e.ctx, s.company.ID, apikey.Actor{Label: "cluster drill"})
+	s := e.NewSender("cluster", clusterRate)
+	key, _, err := apikey.NewStore(e.Pool, time.Now).Create(e.Ctx, s.Company.ID, apikey.Actor{Label: "cluster drill"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,18 +327,18 @@ func runClusterWorkload(t *testing.T, natsBin, gwBin string, replicas int) clust
 	}
 	lc := &loadClient{key: key, http: &http.Client{Timeout: 10 * time.Second}}
 	for i := range each {
-		addr := freeAddr(t)
-		startProc(t, fmt.Sprintf("gateway %d", i+1), gwBin, "http://"+addr+"/readyz", 30*time.Second,
-			e.dispatcherEnv("PARLEY_GATEWAY_ADDR", addr, "PARLEY_GATEWAY_ACCESS_LOG=false", "PARLEY_LOG_LEVEL=warn")...)
+		addr := drillenv.FreeAddr(t)
+		drillenv.StartProc(t, fmt.Sprintf("gateway %d", i+1), gwBin, "http://"+addr+"/readyz", 30*time.Second,
+			e.DispatcherEnv("PARLEY_GATEWAY_ADDR", addr, "PARLEY_GATEWAY_ACCESS_LOG=false", "PARLEY_LOG_LEVEL=warn")...)
 		lc.gateways = append(lc.gateways, addr)
 	}
 	var campaigns, automations []*serviceproc.Process
 	startAutomation := func() *serviceproc.Process {
-		p, _ := e.startDispatcher("automation-dispatcher", bins.automation, "PARLEY_AUTOMATION_DISPATCHER_ADDR", clusterLease...)
+		p, _ := e.StartDispatcher("automation-dispatcher", drillenv.Bins.Automation, "PARLEY_AUTOMATION_DISPATCHER_ADDR", clusterLease...)
 		return p
 	}
 	for range each {
-		p, _ := e.startCampaign(clusterLease...)
+		p, _ := e.StartCampaign(clusterLease...)
 		campaigns = append(campaigns, p)
 		automations = append(automations, startAutomation())
 	}
@@ -345,12 +346,12 @@ func runClusterWorkload(t *testing.T, natsBin, gwBin string, replicas int) clust
 	loadDone := make(chan struct{})
 	loadStart := time.Now()
 	var loadTook time.Duration
-	go func() { lc.run(s.camp.ID, s.auto.ID); loadTook = time.Since(loadStart); close(loadDone) }()
+	go func() { lc.run(s.Camp.ID, s.Auto.ID); loadTook = time.Since(loadStart); close(loadDone) }()
 	since := func(at time.Time) string { return "+" + at.Sub(loadStart).Round(100*time.Millisecond).String() }
 
 	out := clusterOutcome{attempts: map[int]int{}}
 	take := func() drilltally.Tally {
-		tl, err := drilltally.Take(e.ctx, drilltally.Sim{URL: e.sim.base}, e.pool, lc.acceptedNow())
+		tl, err := drilltally.Take(e.Ctx, drilltally.Sim{URL: e.Sim.Base}, e.Pool, lc.acceptedNow())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -358,10 +359,10 @@ func runClusterWorkload(t *testing.T, natsBin, gwBin string, replicas int) clust
 	}
 	if replicas > 1 {
 		waitFor(t, "3 campaign requests accepted and 1000 sends at the provider", 60*time.Second, func() bool {
-			return len(lc.acceptedNow()) >= 3*clusterCampaignSize && e.simStats().Accepted >= 1000
+			return len(lc.acceptedNow()) >= 3*clusterCampaignSize && e.SimStats().Accepted >= 1000
 		})
 		// The stream's leader, SIGKILLed.
-		info, err := stream.Info(e.ctx)
+		info, err := stream.Info(e.Ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -384,7 +385,7 @@ func runClusterWorkload(t *testing.T, natsBin, gwBin string, replicas int) clust
 		killedAt := time.Now()
 		leader.p.Kill()
 		waitFor(t, "a new stream leader", 60*time.Second, func() bool {
-			ctx, cancel := context.WithTimeout(e.ctx, time.Second)
+			ctx, cancel := context.WithTimeout(e.Ctx, time.Second)
 			defer cancel()
 			info, err := stream.Info(ctx)
 			if err == nil && info.Cluster != nil && info.Cluster.Leader != "" && info.Cluster.Leader != ch.killed {
@@ -399,7 +400,7 @@ func runClusterWorkload(t *testing.T, natsBin, gwBin string, replicas int) clust
 		// The killed node back, on its store: it catches up as a follower.
 		leader.start(t)
 		waitFor(t, "the restarted node current again", 60*time.Second, func() bool {
-			info, err := stream.Info(e.ctx)
+			info, err := stream.Info(e.Ctx)
 			if err != nil || info.Cluster == nil || len(info.Cluster.Replicas) != replicas-1 {
 				return false
 			}
@@ -418,7 +419,7 @@ func runClusterWorkload(t *testing.T, natsBin, gwBin string, replicas int) clust
 			procs []*serviceproc.Process
 			start func() *serviceproc.Process
 		}{
-			{"campaign dispatcher", campaigns, func() *serviceproc.Process { p, _ := e.startCampaign(clusterLease...); return p }},
+			{"campaign dispatcher", campaigns, func() *serviceproc.Process { p, _ := e.StartCampaign(clusterLease...); return p }},
 			{"automation dispatcher", automations, startAutomation},
 		} {
 			killedAt := time.Now()
@@ -451,7 +452,7 @@ func runClusterWorkload(t *testing.T, natsBin, gwBin string, replicas int) clust
 		t.FailNow()
 	}
 	want := clusterCampaignRequests*clusterCampaignSize + clusterTriggers*clusterTriggerSize
-	tl, err := drilltally.Settle(e.ctx, drilltally.Sim{URL: e.sim.base}, e.pool, lc.accepted, 120*time.Second)
+	tl, err := drilltally.Settle(e.Ctx, drilltally.Sim{URL: e.Sim.Base}, e.Pool, lc.accepted, 120*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +471,7 @@ func runClusterWorkload(t *testing.T, natsBin, gwBin string, replicas int) clust
 			t.Errorf("a 503 without Retry-After at %s", a.end.Format(time.RFC3339Nano))
 		}
 	}
-	counts, err := drilltally.Sim{URL: e.sim.base}.Counts(e.ctx, lc.accepted)
+	counts, err := drilltally.Sim{URL: e.Sim.Base}.Counts(e.Ctx, lc.accepted)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -504,7 +505,7 @@ func runClusterWorkload(t *testing.T, natsBin, gwBin string, replicas int) clust
 
 	// Per recipient and per message, for the comparison between runs.
 	out.states = map[string]string{}
-	rows, err := e.pool.Query(e.ctx, `SELECT phone, state::text FROM messages`)
+	rows, err := e.Pool.Query(e.Ctx, `SELECT phone, state::text FROM messages`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,6 @@
-//go:build drill
+package drillenv
 
-package main
-
-// What only the crash drills need: a private PostgreSQL cluster and the
-// tally of accepted contacts at the provider and in the database.
+// What only the PostgreSQL outage drill needs: a cluster of its own.
 
 import (
 	"fmt"
@@ -16,10 +13,10 @@ import (
 	"testing"
 )
 
-// privatePG is a PostgreSQL cluster of the test's own (initdb and pg_ctl
+// PrivatePG is a PostgreSQL cluster of the test's own (initdb and pg_ctl
 // run as the postgres user), on a free port: the drills stop and start it,
 // never the shared server.
-type privatePG struct {
+type PrivatePG struct {
 	t    testing.TB
 	dir  string
 	data string
@@ -33,7 +30,8 @@ func asPostgres(args ...string) *exec.Cmd {
 	return exec.Command("runuser", append([]string{"-u", "postgres", "--"}, args...)...)
 }
 
-func startPrivatePG(t testing.TB) *privatePG {
+// StartPrivatePG starts a PrivatePG, removed when the test ends.
+func StartPrivatePG(t testing.TB) *PrivatePG {
 	t.Helper()
 	u, err := user.Lookup("postgres")
 	if err != nil {
@@ -49,9 +47,9 @@ func startPrivatePG(t testing.TB) *privatePG {
 		os.RemoveAll(dir)
 		t.Fatal(err)
 	}
-	_, portStr, _ := net.SplitHostPort(freeAddr(t))
+	_, portStr, _ := net.SplitHostPort(FreeAddr(t))
 	port, _ := strconv.Atoi(portStr)
-	pg := &privatePG{t: t, dir: dir, data: filepath.Join(dir, "data"), port: port,
+	pg := &PrivatePG{t: t, dir: dir, data: filepath.Join(dir, "data"), port: port,
 		URL: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/parley?sslmode=disable", port)}
 	t.Cleanup(func() {
 		_ = asPostgres(pgBin+"/pg_ctl", "-D", pg.data, "-m", "immediate", "-w", "stop").Run()
@@ -68,7 +66,7 @@ func startPrivatePG(t testing.TB) *privatePG {
 }
 
 // Start starts (or restarts) the cluster and waits until it accepts connections.
-func (pg *privatePG) Start() {
+func (pg *PrivatePG) Start() {
 	pg.t.Helper()
 	// fsync off: a stop is a process kill, never a power cut, so the page
 	// cache keeps what was committed; synchronous_commit stays on.
@@ -79,7 +77,7 @@ func (pg *privatePG) Start() {
 }
 
 // Stop kills the server (immediate: no checkpoint, clients cut off).
-func (pg *privatePG) Stop() {
+func (pg *PrivatePG) Stop() {
 	pg.t.Helper()
 	if out, err := asPostgres(pgBin+"/pg_ctl", "-D", pg.data, "-m", "immediate", "-w", "stop").CombinedOutput(); err != nil {
 		pg.t.Fatalf("pg_ctl stop: %v\n%s", err, out)
