@@ -35,7 +35,13 @@ type scratch struct {
 // newScratch creates the database (named for name and the tag), provisions
 // companies in it and connects to Redis and NATS. On error, what was made
 // is already removed.
-func newScratch(ctx context.Context, name string, companies int, w io.Writer) (_ *scratch, err error) {
+func newScratch(ctx context.Context, name string, companies int, w io.Writer) (*scratch, error) {
+	pgAdmin, redisAddr, natsURL := serverURLs()
+	return newScratchAt(ctx, name, companies, w, pgAdmin, redisAddr, natsURL)
+}
+
+// newScratchAt is newScratch on the given servers.
+func newScratchAt(ctx context.Context, name string, companies int, w io.Writer, pgAdmin, redisAddr, natsURL string) (_ *scratch, err error) {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	s := &scratch{tag: hex.EncodeToString(b)}
@@ -44,7 +50,6 @@ func newScratch(ctx context.Context, name string, companies int, w io.Writer) (_
 			s.close()
 		}
 	}()
-	pgAdmin, redisAddr, natsURL := serverURLs()
 	s.redisAddr, s.natsURL, s.redisPrefix = redisAddr, natsURL, name+":"+s.tag+":"
 
 	dbURL, dropDB, err := scratchDatabase(ctx, pgAdmin, "parley_"+name+"_"+s.tag)

@@ -1,0 +1,406 @@
+package loadtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
+	"github.com/parleyhq/parley/pkg/serviceproc"
+)
+
+// CapacityOptions are the knobs of make capacity.
+type CapacityOptions struct {
+	// NATSServer is the nats-server binary the private NATS runs.
+	NATSServer string
+	// PortBase: the private servers listen on PortBase+1..+4.
+	PortBase int
+	// Companies is how many companies the gateway phase's keys spread over.
+	Companies int
+	Conns     int
+	Warmup    time.Duration
+	Measure   time.Duration
+	// Messages is the campaign phase's size, in requests of 1000 contacts,
+	// one per company (so Messages/1000 numbers send at once).
+	Messages int
+	// AccountThroughput is each number's messages per second (WhatsApp's
+	// default is 80), in Parley and at provider-sim.
+	AccountThroughput int
+	// Statuses makes provider-sim post sent, delivered and read for every
+	// message to the gateway's webhook, as WhatsApp does.
+	Statuses bool
+	Timeout  time.Duration
+}
+
+// usage is one phase's measurements: CPU by process, PostgreSQL's counters
+// and JetStream's stream.
+type usage struct {
+	cpu    map[string]time.Duration
+	pg     pgCounters
+	stream uint64 // messages in the stream
+	bytes  uint64
+	wall   time.Duration
+}
+
+// pgCounters are cumulative counters of the capacity database and of the
+// private cluster's WAL.
+type pgCounters struct {
+	commits, rollbacks, inserted, updated, deleted, hot int64
+	walBytes, walRecords, walFPI                        int64
+}
+
+const pgCountersSQL = `
+SELECT d.xact_commit, d.xact_rollback, d.tup_inserted, d.tup_updated, d.tup_deleted,
+       (SELECT coalesce(sum(n_tup_hot_upd), 0)::bigint FROM pg_stat_user_tables),
+       pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, w.wal_records, w.wal_fpi
+FROM pg_stat_database d, pg_stat_wal w WHERE d.datname = current_database()`
+
+func readPG(ctx context.Context, pool *pgxpool.Pool) (pgCounters, error) {
+	var c pgCounters
+	err := pool.QueryRow(ctx, pgCountersSQL).Scan(&c.commits, &c.rollbacks, &c.inserted, &c.updated, &c.deleted, &c.hot,
+		&c.walBytes, &c.walRecords, &c.walFPI)
+	return c, err
+}
+
+func (c pgCounters) minus(o pgCounters) pgCounters {
+	return pgCounters{c.commits - o.commits, c.rollbacks - o.rollbacks, c.inserted - o.inserted, c.updated - o.updated,
+		c.deleted - o.deleted, c.hot - o.hot, c.walBytes - o.walBytes, c.walRecords - o.walRecords, c.walFPI - o.walFPI}
+}
+
+// meter samples everything a phase is measured by.
+type meter struct {
+	roots  map[string]int
+	pool   *pgxpool.Pool
+	stream func(context.Context) (uint64, uint64, error)
+}
+
+func (m *meter) sample(ctx context.Context) (usage, error) {
+	var u usage
+	var err error
+	if u.cpu, err = treeCPU(m.roots); err != nil {
+		return u, err
+	}
+	if u.pg, err = readPG(ctx, m.pool); err != nil {
+		return u, err
+	}
+	u.stream, u.bytes, err = m.stream(ctx)
+	u.wall = time.Duration(time.Now().UnixNano())
+	return u, err
+}
+
+func (u usage) minus(o usage) usage {
+	d := usage{cpu: map[string]time.Duration{}, pg: u.pg.minus(o.pg), stream: u.stream - o.stream, bytes: u.bytes - o.bytes, wall: u.wall - o.wall}
+	for k, v := range u.cpu {
+		d.cpu[k] = v - o.cpu[k]
+	}
+	return d
+}
+
+// processOrder is the order of the report's columns.
+var processOrder = []string{"gateway", "campaign-dispatcher", "nats-server", "redis-server", "postgres", "provider-sim"}
+
+// report prints a phase's figures per unit (request or message).
+func (u usage) report(w io.Writer, title string, units int, unit string) {
+	n := float64(max(units, 1))
+	fmt.Fprintf(w, "%s: %d %ss in %.1f s = %.0f %ss/s (wall, shared machine)\n", title, units, unit, u.wall.Seconds(), float64(units)/u.wall.Seconds(), unit)
+	var parts []string
+	var parley time.Duration
+	for _, p := range processOrder {
+		c, ok := u.cpu[p]
+		if !ok {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %.1f", p, float64(c.Microseconds())/n))
+		if p != "provider-sim" {
+			parley += c
+		}
+	}
+	fmt.Fprintf(w, "  CPU µs per %s: %s; Parley's side (all but provider-sim) %.1f = %.0f %ss per core-second\n",
+		unit, strings.Join(parts, ", "), float64(parley.Microseconds())/n, n/parley.Seconds(), unit)
+	for _, p := range processOrder {
+		if c, ok := u.cpu[p]; ok && c > 0 && p != "provider-sim" {
+			fmt.Fprintf(w, "  %s alone: %.0f %ss per core-second (CPU %.2f s)\n", p, n/c.Seconds(), unit, c.Seconds())
+		}
+	}
+	g := u.pg
+	fmt.Fprintf(w, "  PostgreSQL per %s: %.3f commits, %.3f rows inserted, %.3f updated (%.3f HOT), %.3f deleted; WAL %.0f bytes, %.2f records, %.3f full-page images\n",
+		unit, float64(g.commits)/n, float64(g.inserted)/n, float64(g.updated)/n, float64(g.hot)/n, float64(g.deleted)/n,
+		float64(g.walBytes)/n, float64(g.walRecords)/n, float64(g.walFPI)/n)
+	fmt.Fprintf(w, "  JetStream: %d messages stored (%.0f bytes each)\n", u.stream, float64(u.bytes)/float64(max(u.stream, 1)))
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:3], " ")
+}
+
+// Capacity measures the CPU each process spends per gateway request and per
+// message sent, and PostgreSQL's writes per message, on private servers,
+// and writes the report to w. Any error answer, lost or duplicated message
+// fails it.
+func Capacity(ctx context.Context, o CapacityOptions, w io.Writer) error {
+	if o.Messages%1000 != 0 || o.Messages < 1000 || o.Messages/1000 > o.Companies {
+		return fmt.Errorf("-messages must be a multiple of 1000, at most 1000 x -companies")
+	}
+	fmt.Fprintf(w, "capacity run %s, %d CPUs, load average %s\n", time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), loadAvg())
+	srv, err := startPrivateServers(ctx, o.NATSServer, o.PortBase)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	roots, err := srv.pids()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "private servers: nats-server %s (sync_interval always), redis-server %s, PostgreSQL 15 on 127.0.0.1:%d (defaults: fsync on)\n",
+		srv.natsURL, srv.redisAddr, srv.pgPort)
+	sc, err := newScratchAt(ctx, "capacity", o.Companies, w, srv.pgAdminURL, srv.redisAddr, srv.natsURL)
+	if err != nil {
+		return err
+	}
+	defer sc.close()
+	pool, err := pgxpool.New(ctx, sc.dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	busCfg := sc.bus("capacity")
+	stream, err := bus.EnsureStream(ctx, sc.js, busCfg)
+	if err != nil {
+		return err
+	}
+	m := &meter{roots: roots, pool: pool, stream: func(ctx context.Context) (uint64, uint64, error) {
+		info, err := stream.Info(ctx)
+		if err != nil {
+			return 0, 0, err
+		}
+		return info.State.Msgs, info.State.Bytes, nil
+	}}
+
+	// Every number at the chosen throughput, in Parley and at provider-sim.
+	if _, err := pool.Exec(ctx, `UPDATE messaging_accounts SET throughput_per_second = $1`, o.AccountThroughput); err != nil {
+		return err
+	}
+	var accounts []string
+	rows, err := pool.Query(ctx, `SELECT phone_number_id FROM messaging_accounts`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		accounts = append(accounts, fmt.Sprintf("%s:bench-token:%d", id, o.AccountThroughput))
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+
+	dir, err := os.MkdirTemp("", "parley-capacity-bin-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bins := map[string]string{}
+	for name, src := range map[string]string{"gateway": ".", "campaign-dispatcher": "../campaign-dispatcher", "provider-sim": "../provider-sim"} {
+		bins[name] = filepath.Join(dir, name)
+		if err := serviceproc.Build(ctx, src, bins[name], os.Stderr); err != nil {
+			return err
+		}
+	}
+	addrs := map[string]string{}
+	for _, name := range []string{"gateway", "campaign-dispatcher", "provider-sim"} {
+		if addrs[name], err = serviceproc.FreeAddr(); err != nil {
+			return err
+		}
+	}
+	const appSecret = "capacity-app-secret"
+	env := sc.env(busCfg)
+	gw, err := serviceproc.Start(ctx, serviceproc.Options{Name: "gateway", Bin: bins["gateway"],
+		Env:   append(slices.Clone(env), "PARLEY_GATEWAY_ADDR="+addrs["gateway"], "PARLEY_GATEWAY_ACCESS_LOG=false", "PARLEY_WEBHOOK_APP_SECRET="+appSecret),
+		Probe: "http://" + addrs["gateway"] + "/readyz", Output: os.Stderr})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = gw.Stop() }()
+	roots["gateway"] = gw.Pid()
+	simEnv := []string{"PARLEY_PROVIDER_SIM_ADDR=" + addrs["provider-sim"], "PARLEY_LOG_LEVEL=warn",
+		"PARLEY_PROVIDER_SIM_ACCOUNTS=" + strings.Join(accounts, ","), fmt.Sprintf("PARLEY_PROVIDER_SIM_THROUGHPUT=%d", o.AccountThroughput),
+		fmt.Sprintf("PARLEY_PROVIDER_SIM_MAX_RECIPIENTS=%d", 2*o.Messages), fmt.Sprintf("PARLEY_PROVIDER_SIM_CALLBACK_QUEUE=%d", 4*o.Messages)}
+	if o.Statuses {
+		simEnv = append(simEnv, "PARLEY_PROVIDER_SIM_CALLBACK_URL=http://"+addrs["gateway"]+"/webhooks/whatsapp",
+			"PARLEY_PROVIDER_SIM_APP_SECRET="+appSecret, "PARLEY_PROVIDER_SIM_SENT_DELAY=50ms",
+			"PARLEY_PROVIDER_SIM_DELIVERED_DELAY=200ms", "PARLEY_PROVIDER_SIM_READ_DELAY=500ms")
+	}
+	sim, err := serviceproc.Start(ctx, serviceproc.Options{Name: "provider-sim", Bin: bins["provider-sim"], Env: simEnv,
+		Probe: "http://" + addrs["provider-sim"] + "/_sim/stats", Output: os.Stderr})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sim.Stop() }()
+	roots["provider-sim"] = sim.Pid()
+
+	// 1. The gateway at 10 contacts per request: CPU per accepted request.
+	fmt.Fprintf(w, "load: %d connections, %s warm-up, %s measured, %d companies\n", o.Conns, o.Warmup, o.Measure, o.Companies)
+	var before, after usage
+	var sampleErr error
+	window := func(open bool) {
+		u, err := m.sample(ctx)
+		if err != nil {
+			sampleErr = err
+		}
+		if open {
+			before = u
+		} else {
+			after = u
+		}
+	}
+	res, err := runWindow(ctx, addrs["gateway"], "/api/campaigns/send", CampaignRequests(sc.tenants, 10), o.Conns, o.Warmup, o.Measure, gw.Pid(), window)
+	if err != nil {
+		return fmt.Errorf("gateway at 10 contacts: %w", err)
+	}
+	if sampleErr != nil {
+		return sampleErr
+	}
+	fmt.Fprintf(w, "gateway, 10 contacts per request: %s\n", res)
+	if res.Errors > 0 || len(res.Statuses) != 1 || res.Statuses[202] == 0 {
+		return fmt.Errorf("gateway at 10 contacts: statuses %v, %d errors: every request must be a 202", res.Statuses, res.Errors)
+	}
+	d := after.minus(before)
+	d.report(w, "phase 1, POST /api/campaigns/send with 10 contacts", res.Requests, "request")
+	// The stream keeps the batches until a dispatcher expands them; the
+	// request count and the stream's must agree (every 202 stored).
+	if d.stream+uint64(o.Conns) < uint64(res.Requests) {
+		return fmt.Errorf("the stream gained %d messages for %d accepted requests", d.stream, res.Requests)
+	}
+	if err := stream.Purge(ctx); err != nil {
+		return err
+	}
+
+	// 2. The campaign: one 1000-contact request per company.
+	requests := o.Messages / 1000
+	big := CampaignRequests(sc.tenants[:requests], 1000)
+	before, err = m.sample(ctx)
+	if err != nil {
+		return err
+	}
+	c, err := dial(addrs["gateway"])
+	if err != nil {
+		return err
+	}
+	var buf []byte
+	for i, r := range big {
+		buf = appendRequest(buf[:0], addrs["gateway"], "/api/campaigns/send", r)
+		status, err := c.do(buf)
+		if err != nil {
+			c.close()
+			return fmt.Errorf("campaign request %d: %w", i, err)
+		}
+		if status != http.StatusAccepted {
+			c.close()
+			return fmt.Errorf("campaign request %d: status %d", i, status)
+		}
+	}
+	c.close()
+	if after, err = m.sample(ctx); err != nil {
+		return err
+	}
+	d = after.minus(before)
+	d.report(w, "phase 2, POST /api/campaigns/send with 1000 contacts (one client, in sequence)", requests, "request")
+	if d.stream != uint64(requests) {
+		return fmt.Errorf("the stream gained %d messages for %d accepted requests", d.stream, requests)
+	}
+
+	// 3. The campaign dispatcher sends them; provider-sim posts the
+	// statuses back to the gateway.
+	if before, err = m.sample(ctx); err != nil {
+		return err
+	}
+	start := time.Now()
+	disp, err := serviceproc.Start(ctx, serviceproc.Options{Name: "campaign-dispatcher", Bin: bins["campaign-dispatcher"],
+		Env: append(slices.Clone(env), "PARLEY_CAMPAIGN_DISPATCHER_ADDR="+addrs["campaign-dispatcher"],
+			"PARLEY_WHATSAPP_BASE_URL=http://"+addrs["provider-sim"]),
+		Probe: "http://" + addrs["campaign-dispatcher"] + "/readyz", Output: os.Stderr})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = disp.Stop() }()
+	roots["campaign-dispatcher"] = disp.Pid()
+	// A new process: all its CPU counts (before has none for it).
+	final := "sent"
+	if o.Statuses {
+		final = "read"
+	}
+	deadline := time.Now().Add(o.Timeout)
+	var st whatsappsim.Stats
+	var sentAt time.Duration
+	for {
+		if err := getJSON(ctx, "http://"+addrs["provider-sim"]+"/_sim/stats", &st); err != nil {
+			return err
+		}
+		if st.Accepted >= int64(o.Messages) && sentAt == 0 {
+			sentAt = time.Since(start)
+		}
+		if sentAt > 0 && (!o.Statuses || st.Callbacks.Statuses >= 3*int64(o.Messages)) {
+			var n int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM messages WHERE state = $1`, final).Scan(&n); err != nil {
+				return err
+			}
+			if n == o.Messages {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %s: provider accepted %d of %d, statuses posted %d, errors %v", o.Timeout, st.Accepted, o.Messages, st.Callbacks.Statuses, st.Errors)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	done := time.Since(start)
+	if after, err = m.sample(ctx); err != nil {
+		return err
+	}
+	if st.Accepted != int64(o.Messages) || st.DuplicateRecipients != 0 || st.UntrackedSends != 0 || len(st.Errors) != 0 ||
+		st.Callbacks.DroppedQueueFull != 0 || st.Callbacks.DroppedGaveUp != 0 || st.Callbacks.FailedPosts != 0 {
+		return fmt.Errorf("provider-sim: accepted %d of %d, duplicated recipients %d, untracked %d, errors %v, callbacks %+v",
+			st.Accepted, o.Messages, st.DuplicateRecipients, st.UntrackedSends, st.Errors, st.Callbacks)
+	}
+	d = after.minus(before)
+	fmt.Fprintf(w, "phase 3, the campaign dispatcher: %d numbers at %d/s each, %d messages: all accepted by provider-sim %.1f s after the dispatcher's start (%.0f msg/s), all %s in PostgreSQL after %.1f s; provider-sim: 0 errors, 0 duplicated, %d statuses posted\n",
+		requests, o.AccountThroughput, o.Messages, sentAt.Seconds(), float64(o.Messages)/sentAt.Seconds(), final, done.Seconds(), st.Callbacks.Statuses)
+	d.report(w, "phase 3 per message (sent, and "+map[bool]string{true: "sent/delivered/read callbacks through the gateway", false: "no status callbacks"}[o.Statuses]+")", o.Messages, "message")
+	fmt.Fprintf(w, "load average at the end: %s\n", loadAvg())
+	return nil
+}
+
+func getJSON(ctx context.Context, url string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return errors.New(url + ": " + resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
