@@ -49,8 +49,8 @@ type CapacityOptions struct {
 type usage struct {
 	cpu    map[string]time.Duration
 	pg     pgCounters
-	stream uint64 // messages in the stream
-	bytes  uint64
+	stream int64 // messages in the stream
+	bytes  int64
 	wall   time.Duration
 }
 
@@ -83,7 +83,7 @@ func (c pgCounters) minus(o pgCounters) pgCounters {
 type meter struct {
 	roots  map[string]int
 	pool   *pgxpool.Pool
-	stream func(context.Context) (uint64, uint64, error)
+	stream func(context.Context) (int64, int64, error)
 }
 
 func (m *meter) sample(ctx context.Context) (usage, error) {
@@ -107,6 +107,10 @@ func (u usage) minus(o usage) usage {
 	}
 	return d
 }
+
+// pgStatsSettle is how long a PostgreSQL backend may keep its counters
+// before reporting them when idle (PGSTAT_IDLE_INTERVAL, 10 s, plus a margin).
+const pgStatsSettle = 11 * time.Second
 
 // processOrder is the order of the report's columns.
 var processOrder = []string{"gateway", "campaign-dispatcher", "nats-server", "redis-server", "postgres", "provider-sim"}
@@ -138,7 +142,11 @@ func (u usage) report(w io.Writer, title string, units int, unit string) {
 	fmt.Fprintf(w, "  PostgreSQL per %s: %.3f commits, %.3f rows inserted, %.3f updated (%.3f HOT), %.3f deleted; WAL %.0f bytes, %.2f records, %.3f full-page images\n",
 		unit, float64(g.commits)/n, float64(g.inserted)/n, float64(g.updated)/n, float64(g.hot)/n, float64(g.deleted)/n,
 		float64(g.walBytes)/n, float64(g.walRecords)/n, float64(g.walFPI)/n)
-	fmt.Fprintf(w, "  JetStream: %d messages stored (%.0f bytes each)\n", u.stream, float64(u.bytes)/float64(max(u.stream, 1)))
+	if u.stream > 0 {
+		fmt.Fprintf(w, "  JetStream: %d messages stored (%.0f bytes each)\n", u.stream, float64(u.bytes)/float64(u.stream))
+	} else {
+		fmt.Fprintf(w, "  JetStream: %d messages removed (acknowledged batches)\n", -u.stream)
+	}
 }
 
 func loadAvg() string {
@@ -175,22 +183,18 @@ func Capacity(ctx context.Context, o CapacityOptions, w io.Writer) error {
 		return err
 	}
 	defer sc.close()
-	pool, err := pgxpool.New(ctx, sc.dbURL)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
+	pool := sc.pool
 	busCfg := sc.bus("capacity")
 	stream, err := bus.EnsureStream(ctx, sc.js, busCfg)
 	if err != nil {
 		return err
 	}
-	m := &meter{roots: roots, pool: pool, stream: func(ctx context.Context) (uint64, uint64, error) {
+	m := &meter{roots: roots, pool: pool, stream: func(ctx context.Context) (int64, int64, error) {
 		info, err := stream.Info(ctx)
 		if err != nil {
 			return 0, 0, err
 		}
-		return info.State.Msgs, info.State.Bytes, nil
+		return int64(info.State.Msgs), int64(info.State.Bytes), nil
 	}}
 
 	// Every number at the chosen throughput, in Parley and at provider-sim.
@@ -212,6 +216,16 @@ func Capacity(ctx context.Context, o CapacityOptions, w io.Writer) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
+
+	// PostgreSQL's backends report their counters at most once a second,
+	// and an idle one up to 10 s later: the connections that provisioned
+	// are closed (which reports them) and the meter has its own.
+	sc.pool.Close()
+	if pool, err = pgxpool.New(ctx, sc.dbURL); err != nil {
+		return err
+	}
+	defer pool.Close()
+	m.pool = pool
 
 	dir, err := os.MkdirTemp("", "parley-capacity-bin-")
 	if err != nil {
@@ -257,56 +271,58 @@ func Capacity(ctx context.Context, o CapacityOptions, w io.Writer) error {
 	defer func() { _ = sim.Stop() }()
 	roots["provider-sim"] = sim.Pid()
 
-	// 1. The gateway at 10 contacts per request: CPU per accepted request.
-	fmt.Fprintf(w, "load: %d connections, %s warm-up, %s measured, %d companies\n", o.Conns, o.Warmup, o.Measure, o.Companies)
-	var before, after usage
-	var sampleErr error
-	window := func(open bool) {
-		u, err := m.sample(ctx)
+	// 1 and 2. The gateway at 10 and at 1000 contacts per request: CPU per
+	// accepted request. The stream is purged after each.
+	fmt.Fprintf(w, "load: %s warm-up, %s measured, %d companies\n", o.Warmup, o.Measure, o.Companies)
+	for i, p := range []struct {
+		contacts, conns int
+	}{{10, o.Conns}, {1000, max(1, o.Conns/8)}} {
+		time.Sleep(pgStatsSettle)
+		var before, after usage
+		var sampleErr error
+		window := func(open bool) {
+			u, err := m.sample(ctx)
+			if err != nil {
+				sampleErr = err
+			}
+			if open {
+				before = u
+			} else {
+				after = u
+			}
+		}
+		res, err := runWindow(ctx, addrs["gateway"], "/api/campaigns/send", CampaignRequests(sc.tenants, p.contacts), p.conns, o.Warmup, o.Measure, gw.Pid(), window)
 		if err != nil {
-			sampleErr = err
+			return fmt.Errorf("gateway at %d contacts: %w", p.contacts, err)
 		}
-		if open {
-			before = u
-		} else {
-			after = u
+		if sampleErr != nil {
+			return sampleErr
 		}
-	}
-	res, err := runWindow(ctx, addrs["gateway"], "/api/campaigns/send", CampaignRequests(sc.tenants, 10), o.Conns, o.Warmup, o.Measure, gw.Pid(), window)
-	if err != nil {
-		return fmt.Errorf("gateway at 10 contacts: %w", err)
-	}
-	if sampleErr != nil {
-		return sampleErr
-	}
-	fmt.Fprintf(w, "gateway, 10 contacts per request: %s\n", res)
-	if res.Errors > 0 || len(res.Statuses) != 1 || res.Statuses[202] == 0 {
-		return fmt.Errorf("gateway at 10 contacts: statuses %v, %d errors: every request must be a 202", res.Statuses, res.Errors)
-	}
-	d := after.minus(before)
-	d.report(w, "phase 1, POST /api/campaigns/send with 10 contacts", res.Requests, "request")
-	// The stream keeps the batches until a dispatcher expands them; the
-	// request count and the stream's must agree (every 202 stored).
-	if d.stream+uint64(o.Conns) < uint64(res.Requests) {
-		return fmt.Errorf("the stream gained %d messages for %d accepted requests", d.stream, res.Requests)
-	}
-	if err := stream.Purge(ctx); err != nil {
-		return err
+		fmt.Fprintf(w, "gateway, %d contacts per request, %d connections: %s\n", p.contacts, p.conns, res)
+		if res.Errors > 0 || len(res.Statuses) != 1 || res.Statuses[202] == 0 {
+			return fmt.Errorf("gateway at %d contacts: statuses %v, %d errors: every request must be a 202", p.contacts, res.Statuses, res.Errors)
+		}
+		d := after.minus(before)
+		d.report(w, fmt.Sprintf("phase %d, POST /api/campaigns/send with %d contacts", i+1, p.contacts), res.Requests, "request")
+		// The 202s are in the stream (a sanity check: the samples are
+		// taken a few milliseconds apart from the window's edges, so the
+		// counts differ by the requests of those milliseconds).
+		if float64(d.stream) < 0.98*float64(res.Requests) {
+			return fmt.Errorf("the stream gained %d messages for %d accepted requests", d.stream, res.Requests)
+		}
+		if err := stream.Purge(ctx); err != nil {
+			return err
+		}
 	}
 
-	// 2. The campaign: one 1000-contact request per company.
+	// The campaign: one 1000-contact request per company, not measured.
 	requests := o.Messages / 1000
-	big := CampaignRequests(sc.tenants[:requests], 1000)
-	before, err = m.sample(ctx)
-	if err != nil {
-		return err
-	}
 	c, err := dial(addrs["gateway"])
 	if err != nil {
 		return err
 	}
 	var buf []byte
-	for i, r := range big {
+	for i, r := range CampaignRequests(sc.tenants[:requests], 1000) {
 		buf = appendRequest(buf[:0], addrs["gateway"], "/api/campaigns/send", r)
 		status, err := c.do(buf)
 		if err != nil {
@@ -319,18 +335,13 @@ func Capacity(ctx context.Context, o CapacityOptions, w io.Writer) error {
 		}
 	}
 	c.close()
-	if after, err = m.sample(ctx); err != nil {
-		return err
-	}
-	d = after.minus(before)
-	d.report(w, "phase 2, POST /api/campaigns/send with 1000 contacts (one client, in sequence)", requests, "request")
-	if d.stream != uint64(requests) {
-		return fmt.Errorf("the stream gained %d messages for %d accepted requests", d.stream, requests)
-	}
+	fmt.Fprintf(w, "campaign: %d requests of 1000 contacts accepted, one per company and number\n", requests)
 
 	// 3. The campaign dispatcher sends them; provider-sim posts the
 	// statuses back to the gateway.
-	if before, err = m.sample(ctx); err != nil {
+	time.Sleep(pgStatsSettle)
+	before, err := m.sample(ctx)
+	if err != nil {
 		return err
 	}
 	start := time.Now()
@@ -373,15 +384,23 @@ func Capacity(ctx context.Context, o CapacityOptions, w io.Writer) error {
 		time.Sleep(500 * time.Millisecond)
 	}
 	done := time.Since(start)
-	if after, err = m.sample(ctx); err != nil {
+	// CPU now; PostgreSQL's counters once every backend has reported.
+	cpu, err := treeCPU(roots)
+	if err != nil {
 		return err
 	}
+	time.Sleep(pgStatsSettle)
+	after, err := m.sample(ctx)
+	if err != nil {
+		return err
+	}
+	after.cpu, after.wall = cpu, before.wall+time.Duration(done)
 	if st.Accepted != int64(o.Messages) || st.DuplicateRecipients != 0 || st.UntrackedSends != 0 || len(st.Errors) != 0 ||
 		st.Callbacks.DroppedQueueFull != 0 || st.Callbacks.DroppedGaveUp != 0 || st.Callbacks.FailedPosts != 0 {
 		return fmt.Errorf("provider-sim: accepted %d of %d, duplicated recipients %d, untracked %d, errors %v, callbacks %+v",
 			st.Accepted, o.Messages, st.DuplicateRecipients, st.UntrackedSends, st.Errors, st.Callbacks)
 	}
-	d = after.minus(before)
+	d := after.minus(before)
 	fmt.Fprintf(w, "phase 3, the campaign dispatcher: %d numbers at %d/s each, %d messages: all accepted by provider-sim %.1f s after the dispatcher's start (%.0f msg/s), all %s in PostgreSQL after %.1f s; provider-sim: 0 errors, 0 duplicated, %d statuses posted\n",
 		requests, o.AccountThroughput, o.Messages, sentAt.Seconds(), float64(o.Messages)/sentAt.Seconds(), final, done.Seconds(), st.Callbacks.Statuses)
 	d.report(w, "phase 3 per message (sent, and "+map[bool]string{true: "sent/delivered/read callbacks through the gateway", false: "no status callbacks"}[o.Statuses]+")", o.Messages, "message")

@@ -28,6 +28,7 @@ type scratch struct {
 	redisPrefix string
 	natsURL     string
 	tenants     []Tenant
+	pool        *pgxpool.Pool
 	js          jetstream.JetStream
 	closers     []func()
 }
@@ -63,6 +64,7 @@ func newScratchAt(ctx context.Context, name string, companies int, w io.Writer, 
 		return nil, err
 	}
 	s.closers = append(s.closers, pool.Close)
+	s.pool = pool
 	fmt.Fprintf(w, "provisioning %d companies with keys and campaigns...\n", companies)
 	if s.tenants, err = Provision(ctx, pool, companies, s.tag); err != nil {
 		return nil, err
