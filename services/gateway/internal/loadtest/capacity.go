@@ -340,6 +340,10 @@ func Capacity(ctx context.Context, o CapacityOptions, w io.Writer) error {
 	// 3. The campaign dispatcher sends them; provider-sim posts the
 	// statuses back to the gateway.
 	time.Sleep(pgStatsSettle)
+	tablesBefore, err := tableWrites(ctx, pool)
+	if err != nil {
+		return err
+	}
 	before, err := m.sample(ctx)
 	if err != nil {
 		return err
@@ -404,6 +408,9 @@ func Capacity(ctx context.Context, o CapacityOptions, w io.Writer) error {
 	fmt.Fprintf(w, "phase 3, the campaign dispatcher: %d numbers at %d/s each, %d messages: all accepted by provider-sim %.1f s after the dispatcher's start (%.0f msg/s), all %s in PostgreSQL after %.1f s; provider-sim: 0 errors, 0 duplicated, %d statuses posted\n",
 		requests, o.AccountThroughput, o.Messages, sentAt.Seconds(), float64(o.Messages)/sentAt.Seconds(), final, done.Seconds(), st.Callbacks.Statuses)
 	d.report(w, "phase 3 per message (sent, and "+map[bool]string{true: "sent/delivered/read callbacks through the gateway", false: "no status callbacks"}[o.Statuses]+")", o.Messages, "message")
+	if err := tableReport(ctx, w, pool, tablesBefore, o.Messages); err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "load average at the end: %s\n", loadAvg())
 	return nil
 }
@@ -422,4 +429,56 @@ func getJSON(ctx context.Context, url string, out any) error {
 		return errors.New(url + ": " + resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// tableWrites is every table's cumulative inserted, updated (HOT ones
+// apart) and deleted rows.
+func tableWrites(ctx context.Context, pool *pgxpool.Pool) (map[string][4]int64, error) {
+	rows, err := pool.Query(ctx, `SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del FROM pg_stat_user_tables`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string][4]int64{}
+	for rows.Next() {
+		var name string
+		var v [4]int64
+		if err := rows.Scan(&name, &v[0], &v[1], &v[2], &v[3]); err != nil {
+			return nil, err
+		}
+		out[name] = v
+	}
+	return out, rows.Err()
+}
+
+// tableReport prints each table's writes per message since before, and
+// the size of the messages table (heap and indexes) per row.
+func tableReport(ctx context.Context, w io.Writer, pool *pgxpool.Pool, before map[string][4]int64, messages int) error {
+	after, err := tableWrites(ctx, pool)
+	if err != nil {
+		return err
+	}
+	n := float64(messages)
+	var names []string
+	for name := range after {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var parts []string
+	for _, name := range names {
+		a, b := after[name], before[name]
+		if a == b {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %.3f ins, %.3f upd (%.3f HOT), %.3f del", name,
+			float64(a[0]-b[0])/n, float64(a[1]-b[1])/n, float64(a[2]-b[2])/n, float64(a[3]-b[3])/n))
+	}
+	fmt.Fprintf(w, "  rows written per message by table: %s\n", strings.Join(parts, "; "))
+	var rowsN, heap, idx int64
+	if err := pool.QueryRow(ctx, `SELECT count(*), pg_relation_size('messages'), pg_indexes_size('messages') FROM messages`).Scan(&rowsN, &heap, &idx); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  messages table: %d rows, %.0f bytes per row in the heap and %.0f in its indexes (after the updates, before any vacuum)\n",
+		rowsN, float64(heap)/float64(max(rowsN, 1)), float64(idx)/float64(max(rowsN, 1)))
+	return nil
 }
