@@ -105,12 +105,13 @@ func capacity(ctx context.Context, args []string) error {
 	fs.IntVar(&o.Messages, "messages", 50_000, "campaign messages sent (a multiple of 1000: one 1000-contact request per company)")
 	fs.IntVar(&o.AccountThroughput, "account-throughput", 80, "each number's messages per second (WhatsApp's default is 80)")
 	fs.BoolVar(&o.Statuses, "statuses", true, "provider-sim posts sent, delivered and read for every message to the gateway")
+	fs.IntVar(&o.Triggers, "triggers", 20_000, "automation triggers of one new contact each, spread over the companies (0: no automation phase)")
 	fs.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "longest wait for the campaign")
 	_ = fs.Parse(args)
 	if o.NATSServer == "" {
 		return fmt.Errorf("-nats-server is required (make capacity builds and passes the pinned one)")
 	}
-	if o.Companies < 1 || o.Conns < 1 || o.Measure <= 0 || o.AccountThroughput < 1 || o.Timeout <= 0 {
+	if o.Companies < 1 || o.Conns < 1 || o.Measure <= 0 || o.AccountThroughput < 1 || o.Timeout <= 0 || o.Triggers < 0 {
 		return fmt.Errorf("every count, rate and duration must be positive")
 	}
 	return loadtest.Capacity(ctx, o, os.Stdout)

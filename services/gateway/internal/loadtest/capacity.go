@@ -41,6 +41,9 @@ type CapacityOptions struct {
 	// Statuses makes provider-sim post sent, delivered and read for every
 	// message to the gateway's webhook, as WhatsApp does.
 	Statuses bool
+	// Triggers is the automation phase's size: requests of one new contact
+	// each (0: no automation phase).
+	Triggers int
 	Timeout  time.Duration
 }
 
@@ -113,7 +116,7 @@ func (u usage) minus(o usage) usage {
 const pgStatsSettle = 11 * time.Second
 
 // processOrder is the order of the report's columns.
-var processOrder = []string{"gateway", "campaign-dispatcher", "nats-server", "redis-server", "postgres", "provider-sim"}
+var processOrder = []string{"gateway", "campaign-dispatcher", "automation-dispatcher", "nats-server", "redis-server", "postgres", "provider-sim"}
 
 // report prints a phase's figures per unit (request or message).
 func (u usage) report(w io.Writer, title string, units int, unit string) {
@@ -220,6 +223,10 @@ func Capacity(ctx context.Context, o CapacityOptions, w io.Writer) error {
 	// PostgreSQL's backends report their counters at most once a second,
 	// and an idle one up to 10 s later: the connections that provisioned
 	// are closed (which reports them) and the meter has its own.
+	if _, err := pool.Exec(ctx, `INSERT INTO automations (company_id, name, type, active, template_id, messaging_account_id)
+		SELECT company_id, 'capacity', 'api', true, template_id, messaging_account_id FROM campaigns`); err != nil {
+		return err
+	}
 	sc.pool.Close()
 	if pool, err = pgxpool.New(ctx, sc.dbURL); err != nil {
 		return err
@@ -233,14 +240,15 @@ func Capacity(ctx context.Context, o CapacityOptions, w io.Writer) error {
 	}
 	defer os.RemoveAll(dir)
 	bins := map[string]string{}
-	for name, src := range map[string]string{"gateway": ".", "campaign-dispatcher": "../campaign-dispatcher", "provider-sim": "../provider-sim"} {
+	for name, src := range map[string]string{"gateway": ".", "campaign-dispatcher": "../campaign-dispatcher",
+		"automation-dispatcher": "../automation-dispatcher", "provider-sim": "../provider-sim"} {
 		bins[name] = filepath.Join(dir, name)
 		if err := serviceproc.Build(ctx, src, bins[name], os.Stderr); err != nil {
 			return err
 		}
 	}
 	addrs := map[string]string{}
-	for _, name := range []string{"gateway", "campaign-dispatcher", "provider-sim"} {
+	for _, name := range []string{"gateway", "campaign-dispatcher", "automation-dispatcher", "provider-sim"} {
 		if addrs[name], err = serviceproc.FreeAddr(); err != nil {
 			return err
 		}
@@ -257,7 +265,7 @@ func Capacity(ctx context.Context, o CapacityOptions, w io.Writer) error {
 	roots["gateway"] = gw.Pid()
 	simEnv := []string{"PARLEY_PROVIDER_SIM_ADDR=" + addrs["provider-sim"], "PARLEY_LOG_LEVEL=warn",
 		"PARLEY_PROVIDER_SIM_ACCOUNTS=" + strings.Join(accounts, ","), fmt.Sprintf("PARLEY_PROVIDER_SIM_THROUGHPUT=%d", o.AccountThroughput),
-		fmt.Sprintf("PARLEY_PROVIDER_SIM_MAX_RECIPIENTS=%d", 2*o.Messages), fmt.Sprintf("PARLEY_PROVIDER_SIM_CALLBACK_QUEUE=%d", 4*o.Messages)}
+		fmt.Sprintf("PARLEY_PROVIDER_SIM_MAX_RECIPIENTS=%d", 2*(o.Messages+o.Triggers)), fmt.Sprintf("PARLEY_PROVIDER_SIM_CALLBACK_QUEUE=%d", 4*(o.Messages+o.Triggers))}
 	if o.Statuses {
 		simEnv = append(simEnv, "PARLEY_PROVIDER_SIM_CALLBACK_URL=http://"+addrs["gateway"]+"/webhooks/whatsapp",
 			"PARLEY_PROVIDER_SIM_APP_SECRET="+appSecret, "PARLEY_PROVIDER_SIM_SENT_DELAY=50ms",
@@ -363,29 +371,9 @@ func Capacity(ctx context.Context, o CapacityOptions, w io.Writer) error {
 	if o.Statuses {
 		final = "read"
 	}
-	deadline := time.Now().Add(o.Timeout)
-	var st whatsappsim.Stats
-	var sentAt time.Duration
-	for {
-		if err := getJSON(ctx, "http://"+addrs["provider-sim"]+"/_sim/stats", &st); err != nil {
-			return err
-		}
-		if st.Accepted >= int64(o.Messages) && sentAt == 0 {
-			sentAt = time.Since(start)
-		}
-		if sentAt > 0 && (!o.Statuses || st.Callbacks.Statuses >= 3*int64(o.Messages)) {
-			var n int
-			if err := pool.QueryRow(ctx, `SELECT count(*) FROM messages WHERE state = $1`, final).Scan(&n); err != nil {
-				return err
-			}
-			if n == o.Messages {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("after %s: provider accepted %d of %d, statuses posted %d, errors %v", o.Timeout, st.Accepted, o.Messages, st.Callbacks.Statuses, st.Errors)
-		}
-		time.Sleep(500 * time.Millisecond)
+	st, sentAt, err := waitSent(ctx, "http://"+addrs["provider-sim"], pool, "campaign", final, o.Messages, 0, o.Statuses, o.Timeout, start)
+	if err != nil {
+		return err
 	}
 	done := time.Since(start)
 	// CPU now; PostgreSQL's counters once every backend has reported.
@@ -398,11 +386,10 @@ func Capacity(ctx context.Context, o CapacityOptions, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	idle := after.cpu
 	after.cpu, after.wall = cpu, before.wall+time.Duration(done)
-	if st.Accepted != int64(o.Messages) || st.DuplicateRecipients != 0 || st.UntrackedSends != 0 || len(st.Errors) != 0 ||
-		st.Callbacks.DroppedQueueFull != 0 || st.Callbacks.DroppedGaveUp != 0 || st.Callbacks.FailedPosts != 0 {
-		return fmt.Errorf("provider-sim: accepted %d of %d, duplicated recipients %d, untracked %d, errors %v, callbacks %+v",
-			st.Accepted, o.Messages, st.DuplicateRecipients, st.UntrackedSends, st.Errors, st.Callbacks)
+	if err := simClean(st, o.Messages); err != nil {
+		return err
 	}
 	d := after.minus(before)
 	fmt.Fprintf(w, "phase 3, the campaign dispatcher: %d numbers at %d/s each, %d messages: all accepted by provider-sim %.1f s after the dispatcher's start (%.0f msg/s), all %s in PostgreSQL after %.1f s; provider-sim: 0 errors, 0 duplicated, %d statuses posted\n",
@@ -411,7 +398,221 @@ func Capacity(ctx context.Context, o CapacityOptions, w io.Writer) error {
 	if err := tableReport(ctx, w, pool, tablesBefore, o.Messages); err != nil {
 		return err
 	}
+	idleReport(w, cpu, idle)
+	if err := disp.Stop(); err != nil {
+		return fmt.Errorf("campaign dispatcher: %w", err)
+	}
+	delete(roots, "campaign-dispatcher")
+
+	// 4. Automation triggers, one contact each, through the gateway, the
+	// automation dispatcher, provider-sim and the callbacks: CPU per
+	// trigger from the request to the message read.
+	if o.Triggers > 0 {
+		if err := automationPhase(ctx, o, w, m, roots, pool, addrs, bins, env, sc.tenants); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(w, "load average at the end: %s\n", loadAvg())
+	return nil
+}
+
+// automationPhase is phase 4: o.Triggers requests of one new contact each,
+// spread over the companies' automations, from o.Conns connections.
+func automationPhase(ctx context.Context, o CapacityOptions, w io.Writer, m *meter, roots map[string]int, pool *pgxpool.Pool,
+	addrs, bins map[string]string, env []string, tenants []Tenant) error {
+	autos := map[int64]int64{}
+	rows, err := pool.Query(ctx, `SELECT company_id, id FROM automations`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var c, a int64
+		if err := rows.Scan(&c, &a); err != nil {
+			return err
+		}
+		autos[c] = a
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	reqs := make([]Request, o.Triggers)
+	for i := range reqs {
+		t := tenants[i%len(tenants)]
+		reqs[i] = Request{Key: t.Key, Contacts: 1,
+			Body: []byte(fmt.Sprintf(`{"automation_id":%d,"contacts":[{"phone":"+44%010d","first_name":"T%d"}]}`, autos[t.CompanyID], 7000000000+i, i))}
+	}
+	disp, err := serviceproc.Start(ctx, serviceproc.Options{Name: "automation-dispatcher", Bin: bins["automation-dispatcher"],
+		Env: append(slices.Clone(env), "PARLEY_AUTOMATION_DISPATCHER_ADDR="+addrs["automation-dispatcher"],
+			"PARLEY_WHATSAPP_BASE_URL=http://"+addrs["provider-sim"]),
+		Probe: "http://" + addrs["automation-dispatcher"] + "/readyz", Output: os.Stderr})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = disp.Stop() }()
+	roots["automation-dispatcher"] = disp.Pid()
+	var sim0 whatsappsim.Stats
+	if err := getJSON(ctx, "http://"+addrs["provider-sim"]+"/_sim/stats", &sim0); err != nil {
+		return err
+	}
+	time.Sleep(pgStatsSettle)
+	tablesBefore, err := tableWrites(ctx, pool)
+	if err != nil {
+		return err
+	}
+	before, err := m.sample(ctx)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	statuses, errs, err := sendAll(ctx, addrs["gateway"], "/api/automations/send", reqs, o.Conns)
+	if err != nil {
+		return err
+	}
+	accepted := time.Since(start)
+	if errs > 0 || len(statuses) != 1 || statuses[http.StatusAccepted] != o.Triggers {
+		return fmt.Errorf("automation triggers: statuses %v, %d errors: every request must be a 202", statuses, errs)
+	}
+	final := "sent"
+	if o.Statuses {
+		final = "read"
+	}
+	st, sentAt, err := waitSent(ctx, "http://"+addrs["provider-sim"], pool, "automation", final, o.Triggers, sim0.Accepted, o.Statuses, o.Timeout, start)
+	if err != nil {
+		return err
+	}
+	done := time.Since(start)
+	cpu, err := treeCPU(roots)
+	if err != nil {
+		return err
+	}
+	time.Sleep(pgStatsSettle)
+	after, err := m.sample(ctx)
+	if err != nil {
+		return err
+	}
+	idle := after.cpu
+	after.cpu, after.wall = cpu, before.wall+done
+	if err := simClean(st, o.Messages+o.Triggers); err != nil {
+		return err
+	}
+	d := after.minus(before)
+	fmt.Fprintf(w, "phase 4, automation triggers: %d requests of one new contact from %d connections, all 202 in %.1f s (%.0f/s); all accepted by provider-sim after %.1f s, all %s after %.1f s\n",
+		o.Triggers, o.Conns, accepted.Seconds(), float64(o.Triggers)/accepted.Seconds(), sentAt.Seconds(), final, done.Seconds())
+	d.report(w, "phase 4 per trigger (request, contact upsert, send"+map[bool]string{true: ", sent/delivered/read callbacks", false: ""}[o.Statuses]+")", o.Triggers, "trigger")
+	if err := tableReport(ctx, w, pool, tablesBefore, o.Triggers); err != nil {
+		return err
+	}
+	idleReport(w, cpu, idle)
+	return nil
+}
+
+// idleReport prints the CPU each process used per second while idle: from
+// the end of a phase (at) to the PostgreSQL reading pgStatsSettle later
+// (to): the dispatchers' polling and the servers' housekeeping, a cost
+// per second rather than per message.
+func idleReport(w io.Writer, at, to map[string]time.Duration) {
+	var parts []string
+	for _, p := range processOrder {
+		if _, ok := to[p]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.1f", p, float64((to[p]-at[p]).Microseconds())/1000/pgStatsSettle.Seconds()))
+		}
+	}
+	fmt.Fprintf(w, "  idle for %s after the phase, CPU ms per second: %s\n", pgStatsSettle, strings.Join(parts, ", "))
+}
+
+// sendAll sends every request once from conns connections and counts the
+// statuses and connection errors.
+func sendAll(ctx context.Context, addr, path string, reqs []Request, conns int) (map[int]int, int, error) {
+	type tally struct {
+		statuses map[int]int
+		errs     int
+		err      error
+	}
+	out := make([]tally, conns)
+	done := make(chan struct{})
+	for i := range conns {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			t := tally{statuses: map[int]int{}}
+			defer func() { out[i] = t }()
+			c, err := dial(addr)
+			if err != nil {
+				t.err = err
+				return
+			}
+			defer func() { c.close() }()
+			var buf []byte
+			for j := i; j < len(reqs) && ctx.Err() == nil; j += conns {
+				buf = appendRequest(buf[:0], addr, path, reqs[j])
+				status, err := c.do(buf)
+				if err != nil {
+					t.errs++
+					c.close()
+					if c, err = dial(addr); err != nil {
+						t.err = err
+						return
+					}
+					continue
+				}
+				t.statuses[status]++
+			}
+		}()
+	}
+	statuses, errs := map[int]int{}, 0
+	var all []error
+	for range conns {
+		<-done
+	}
+	for _, t := range out {
+		errs += t.errs
+		all = append(all, t.err)
+		for s, n := range t.statuses {
+			statuses[s] += n
+		}
+	}
+	return statuses, errs, errors.Join(all...)
+}
+
+// waitSent waits until provider-sim accepted want sends more than base and
+// every one of the lane's messages is in state final (with the callbacks
+// posted when statuses), and returns the stats and when the last send was
+// accepted (since start).
+func waitSent(ctx context.Context, sim string, pool *pgxpool.Pool, lane, final string, want int, base int64, statuses bool,
+	timeout time.Duration, start time.Time) (whatsappsim.Stats, time.Duration, error) {
+	deadline := time.Now().Add(timeout)
+	var st whatsappsim.Stats
+	var sentAt time.Duration
+	for {
+		if err := getJSON(ctx, sim+"/_sim/stats", &st); err != nil {
+			return st, 0, err
+		}
+		if st.Accepted-base >= int64(want) && sentAt == 0 {
+			sentAt = time.Since(start)
+		}
+		if sentAt > 0 && (!statuses || st.Callbacks.Statuses >= 3*(base+int64(want))) {
+			var n int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM messages WHERE lane = $1 AND state = $2`, lane, final).Scan(&n); err != nil {
+				return st, 0, err
+			}
+			if n == want {
+				return st, sentAt, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return st, 0, fmt.Errorf("after %s: provider accepted %d of %d, statuses posted %d, errors %v", timeout, st.Accepted-base, want, st.Callbacks.Statuses, st.Errors)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// simClean fails unless provider-sim accepted exactly total sends, each to
+// a recipient of its own, without errors or dropped callbacks.
+func simClean(st whatsappsim.Stats, total int) error {
+	if st.Accepted != int64(total) || st.DuplicateRecipients != 0 || st.UntrackedSends != 0 || len(st.Errors) != 0 ||
+		st.Callbacks.DroppedQueueFull != 0 || st.Callbacks.DroppedGaveUp != 0 || st.Callbacks.FailedPosts != 0 {
+		return fmt.Errorf("provider-sim: accepted %d of %d, duplicated recipients %d, untracked %d, errors %v, callbacks %+v",
+			st.Accepted, total, st.DuplicateRecipients, st.UntrackedSends, st.Errors, st.Callbacks)
+	}
 	return nil
 }
 
