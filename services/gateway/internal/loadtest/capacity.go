@@ -392,8 +392,8 @@ func Capacity(ctx context.Context, o CapacityOptions, w io.Writer) error {
 		return err
 	}
 	d := after.minus(before)
-	fmt.Fprintf(w, "phase 3, the campaign dispatcher: %d numbers at %d/s each, %d messages: all accepted by provider-sim %.1f s after the dispatcher's start (%.0f msg/s), all %s in PostgreSQL after %.1f s; provider-sim: 0 errors, 0 duplicated, %d statuses posted\n",
-		requests, o.AccountThroughput, o.Messages, sentAt.Seconds(), float64(o.Messages)/sentAt.Seconds(), final, done.Seconds(), st.Callbacks.Statuses)
+	fmt.Fprintf(w, "phase 3, the campaign dispatcher: %d numbers at %d/s each, %d messages: all accepted by provider-sim %.1f s after the dispatcher's start (%.0f msg/s), all %s in PostgreSQL after %.1f s; provider-sim: 0 errors, 0 duplicated, %d statuses posted in %d webhook POSTs\n",
+		requests, o.AccountThroughput, o.Messages, sentAt.Seconds(), float64(o.Messages)/sentAt.Seconds(), final, done.Seconds(), st.Callbacks.Statuses, st.Callbacks.Posts)
 	d.report(w, "phase 3 per message (sent, and "+map[bool]string{true: "sent/delivered/read callbacks through the gateway", false: "no status callbacks"}[o.Statuses]+")", o.Messages, "message")
 	if err := tableReport(ctx, w, pool, tablesBefore, o.Messages); err != nil {
 		return err
@@ -496,8 +496,9 @@ func automationPhase(ctx context.Context, o CapacityOptions, w io.Writer, m *met
 		return err
 	}
 	d := after.minus(before)
-	fmt.Fprintf(w, "phase 4, automation triggers: %d requests of one new contact from %d connections, all 202 in %.1f s (%.0f/s); all accepted by provider-sim after %.1f s, all %s after %.1f s\n",
-		o.Triggers, o.Conns, accepted.Seconds(), float64(o.Triggers)/accepted.Seconds(), sentAt.Seconds(), final, done.Seconds())
+	fmt.Fprintf(w, "phase 4, automation triggers: %d requests of one new contact from %d connections, all 202 in %.1f s (%.0f/s); all accepted by provider-sim after %.1f s, all %s after %.1f s; %d statuses posted in %d webhook POSTs\n",
+		o.Triggers, o.Conns, accepted.Seconds(), float64(o.Triggers)/accepted.Seconds(), sentAt.Seconds(), final, done.Seconds(),
+		st.Callbacks.Statuses-sim0.Callbacks.Statuses, st.Callbacks.Posts-sim0.Callbacks.Posts)
 	d.report(w, "phase 4 per trigger (request, contact upsert, send"+map[bool]string{true: ", sent/delivered/read callbacks", false: ""}[o.Statuses]+")", o.Triggers, "trigger")
 	if err := tableReport(ctx, w, pool, tablesBefore, o.Triggers); err != nil {
 		return err
