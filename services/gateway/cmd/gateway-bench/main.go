@@ -19,9 +19,9 @@
 // "gateway-bench capacity" (make capacity) measures what docs/capacity.md
 // is built on: on a private nats-server, redis-server and PostgreSQL
 // cluster, the CPU each process spends per gateway request (10 and 1000
-// contacts) and per message a campaign dispatcher sends (with the status
-// callbacks through the gateway), PostgreSQL's commits, rows and WAL bytes
-// per message, and JetStream's stored messages. CPU is read from /proc per
+// contacts), per message a campaign dispatcher sends and per automation
+// trigger (with the status callbacks through the gateway), PostgreSQL's
+// commits, rows and WAL bytes per message, and JetStream's stored messages. CPU is read from /proc per
 // process tree, so the figures hold on a busy machine; any error answer,
 // lost or duplicated message fails the run.
 package main

@@ -161,10 +161,11 @@ func loadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
-// Capacity measures the CPU each process spends per gateway request and per
-// message sent, and PostgreSQL's writes per message, on private servers,
-// and writes the report to w. Any error answer, lost or duplicated message
-// fails it.
+// Capacity measures the CPU each process spends per gateway request, per
+// campaign message sent and per automation trigger, and PostgreSQL's writes
+// per message, on private servers, and writes the report to w
+// (docs/capacity.md explains the phases). Any error answer, lost or
+// duplicated message fails it.
 func Capacity(ctx context.Context, o CapacityOptions, w io.Writer) error {
 	if o.Messages%1000 != 0 || o.Messages < 1000 || o.Messages/1000 > o.Companies {
 		return fmt.Errorf("-messages must be a multiple of 1000, at most 1000 x -companies")
@@ -220,13 +221,14 @@ func Capacity(ctx context.Context, o CapacityOptions, w io.Writer) error {
 		return err
 	}
 
-	// PostgreSQL's backends report their counters at most once a second,
-	// and an idle one up to 10 s later: the connections that provisioned
-	// are closed (which reports them) and the meter has its own.
+	// An API automation per company, on its campaign's template and number.
 	if _, err := pool.Exec(ctx, `INSERT INTO automations (company_id, name, type, active, template_id, messaging_account_id)
 		SELECT company_id, 'capacity', 'api', true, template_id, messaging_account_id FROM campaigns`); err != nil {
 		return err
 	}
+	// PostgreSQL's backends report their counters at most once a second,
+	// and an idle one up to 10 s later: the connections that provisioned
+	// are closed (which reports them) and the meter has its own.
 	sc.pool.Close()
 	if pool, err = pgxpool.New(ctx, sc.dbURL); err != nil {
 		return err
