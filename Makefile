@@ -140,7 +140,7 @@ bench-gateway: ## load test: the floor, then the gateway at 10 and 1000 contacts
 # docs/capacity.md quotes its figures. Private servers on ports 8501-8504
 # (CAPACITY_FLAGS=-port-base N moves them).
 .PHONY: capacity
-capacity: $(NATS_SERVER) ## CPU per gateway request and per message sent, by process, and PostgreSQL writes and WAL per message (private NATS, Redis, PostgreSQL)
+capacity: $(NATS_SERVER) ## CPU per gateway request, campaign message and automation trigger, by process; PostgreSQL writes and WAL per message (private NATS, Redis, PostgreSQL; docs/capacity.md)
 	@cd services/gateway && go run ./cmd/gateway-bench capacity -nats-server $(NATS_SERVER) $(CAPACITY_FLAGS)
 
 .PHONY: bench-revoke
