@@ -1,7 +1,7 @@
 # Parley's commands. `make help` lists them.
 #
 # Every Go command runs per module: the modules are the ones go.work uses
-# (pkg and services/*). deploy/docker/healthcheck is a module of its own
+# (pkg, services/* and testkit). deploy/docker/healthcheck is a module of its own
 # outside the workspace (it is part of the images, not of Parley), so it
 # runs with GOWORK=off.
 
@@ -21,9 +21,9 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)
 PROTOC_GEN_GO := $(BIN)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
 # The one NATS version (README "NATS versions"): the tests embed it
-# (pkg/go.mod), the drills and compose-smoke run this binary, and
+# (testkit/go.mod), the drills and compose-smoke run this binary, and
 # docker-compose.yml and deploy/k8s name the image nats:<version>-alpine.
-# pkg/deploycheck fails when they disagree.
+# testkit/deploycheck fails when they disagree.
 NATS_SERVER_VERSION := v2.15.2
 NATS_SERVER := $(BIN)/nats-server-$(NATS_SERVER_VERSION)
 # v5.8.3 needs Go 1.27; the machines have 1.26.
@@ -56,15 +56,23 @@ test: ## run every module's tests with -race against the local servers
 # kustomize and the services' workload checks read the rendered objects.
 compose-check: $(KUSTOMIZE) ## check docker-compose.yml, the Dockerfile and deploy/k8s (as kustomize build renders it) against the code
 	@echo "== kustomize build deploy/k8s"; $(KUSTOMIZE) build deploy/k8s >/dev/null
-	@echo "== pkg/deploycheck"; cd pkg && PARLEY_KUSTOMIZE=$(KUSTOMIZE) go test -count=1 ./deploycheck/
+	@echo "== testkit/deploycheck"; cd testkit && PARLEY_KUSTOMIZE=$(KUSTOMIZE) go test -count=1 ./deploycheck/
 	@for m in $(SERVICES); do echo "== $$m"; (cd $$m && PARLEY_KUSTOMIZE=$(KUSTOMIZE) go test -count=1 -run '^(TestComposeService|TestKubernetesWorkload)$$' ./internal/config/); done
 
+# The build tags of the drills and benchmarks (go test -tags drill|bench):
+# lint checks the files behind them too, in the modules that have some.
+LINT_TAGS := drill,bench
+
 .PHONY: lint
-lint: $(STATICCHECK) ## gofmt, go vet and staticcheck on every module
+lint: $(STATICCHECK) ## gofmt, go vet and staticcheck on every module (and again with the drill and bench build tags where files use them)
 	@echo "== gofmt"; bad=$$(find . -name '*.go' -not -path './.git/*' -not -path './bin/*' -print0 | xargs -0 gofmt -l); \
 	  if [ -n "$$bad" ]; then echo "gofmt would change these files (run gofmt -w):"; echo "$$bad"; exit 1; fi
 	@rc=0; \
-	  for m in $(MODULES); do echo "== vet, staticcheck $$m"; (cd $$m && go vet ./... && $(STATICCHECK) ./...) || rc=1; done; \
+	  for m in $(MODULES); do echo "== vet, staticcheck $$m"; (cd $$m && go vet ./... && $(STATICCHECK) ./...) || rc=1; \
+	    if grep -rlqE '^//go:build .*\b(drill|bench)\b' --include='*.go' $$m; then \
+	      echo "== vet, staticcheck -tags $(LINT_TAGS) $$m"; (cd $$m && go vet -tags $(LINT_TAGS) ./... && $(STATICCHECK) -tags $(LINT_TAGS) ./...) || rc=1; \
+	    fi; \
+	  done; \
 	  for m in $(TOOL_MODULES); do echo "== vet, staticcheck $$m"; (cd $$m && GOWORK=off go vet ./... && GOWORK=off $(STATICCHECK) ./...) || rc=1; done; \
 	  exit $$rc
 
@@ -130,11 +138,11 @@ run: ## build, start the local servers if stopped, migrate, seed the demo compan
 	@bash deploy/local/run.sh
 
 .PHONY: run-check
-run-check: $(NATS_SERVER) ## make run on private ports and servers: demo key and every /healthz within 60 s, clean Ctrl-C
+run-check: $(NATS_SERVER) ## make run on private ports and servers: demo key and every /healthz within 60 s, the README's campaign delivered, clean Ctrl-C
 	@PARLEY_NATS_SERVER=$(NATS_SERVER) bash deploy/local/run-check.sh
 
 .PHONY: bench-gateway
-bench-gateway: ## load test: the floor, then the gateway at 10 and 1000 contacts per request (prints req/s, contacts/s, p50, p99)
+bench-gateway: ## load test: the floor, then the gateway at 10 and 1000 contacts per request (prints req/s, contacts/s, p50, p99; fails on any answer but 202 or a rate-limit fallback)
 	@cd services/gateway && go run ./cmd/gateway-bench
 
 # docs/capacity.md quotes its figures. Private servers on ports 8501-8504
@@ -148,8 +156,10 @@ bench-revoke: ## revoke-to-401: three gateways under load, keys revoked via the 
 	@cd services/gateway && go run ./cmd/gateway-bench revoke
 
 # Crash drills: the real campaign dispatcher and provider-sim with 10,000
-# messages in flight; each breaks one part and fails on any accepted contact
-# without exactly one terminal state or on sends beyond the duplicate window.
+# messages in flight; each breaks one part and counts per recipient at
+# provider-sim (testkit/drilltally): it fails on any accepted phone never
+# received, any failed message it did not provoke, or duplicated sends beyond
+# the sends unrecorded at a kill.
 DRILL := cd services/campaign-dispatcher && go test -tags drill -count=1 -v -timeout 5m
 
 .PHONY: drill-dispatcher-kill drill-nats-restart drill-postgres-outage drills
@@ -162,8 +172,13 @@ drill-postgres-outage: ## drill: stop a private PostgreSQL cluster for 5 s mid-r
 drills: ## all three drills, about 30 s each
 	@$(DRILL) -run '^TestDrill' .
 
+# README "Cluster drill". Not among make drills (its test is not TestDrill*).
+.PHONY: drill-cluster
+drill-cluster: $(NATS_SERVER) ## drill: 3-node JetStream cluster (stream R3), 2 gateways, 2+2 dispatchers; SIGKILL the stream leader, then a dispatcher of each kind (prints lost, duplicated, the 202s/503s of the leader change), then the same on one of each
+	@export PARLEY_NATS_SERVER=$(NATS_SERVER); $(DRILL) -run '^TestClusterDrill$$' .
+
 .PHONY: bench-delivery
-bench-delivery: ## load test: msg/s through one dispatcher (latency 0 and 100 ms), per-account rates, automation latency during a backlog
+bench-delivery: ## load test: msg/s through one dispatcher (latency 0 and 100 ms), per-account rates (at provider-sim and by send times; fails on any 130429), automation latency during a backlog
 	@cd services/campaign-dispatcher && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery' .
 
 # PARLEY_DRILL_CONTACTS (50000), PARLEY_DRILL_THROUGHPUT (the account's, 2000/s)
@@ -188,3 +203,20 @@ compose-smoke: ## docker compose up --wait, seed, a campaign through the gateway
 	@if docker compose version >/dev/null 2>&1; then compose="docker compose"; \
 	  else $(MAKE) -s $(DOCKER_COMPOSE) && compose=$(DOCKER_COMPOSE); fi; \
 	  COMPOSE="$$compose" bash deploy/compose-smoke.sh
+# The webhook sender (issue 12): the real sender, campaign dispatcher and
+# provider-sim binaries, the test receiver (pkg/webhooks/webhooksim) in the
+# test process; every event the outbox got must be received.
+WEBHOOK_DRILL := cd services/webhook-sender && go test -tags drill -count=1 -v -timeout 15m
+
+.PHONY: bench-events drill-webhook-receiver-down drill-webhook-sender-kill drill-webhook-hanging drills-webhooks
+bench-events: ## load test: 20,000-message campaign, one endpoint: events/s through one sender (>= 5,000), change -> receipt p50/p99 (< 1 s), 0 lost
+	@cd services/webhook-sender && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchEvents$$' .
+drill-webhook-receiver-down: ## drill: the webhook receiver down 60 s during a campaign (prints lost and duplicated)
+	@$(WEBHOOK_DRILL) -run '^TestDrillReceiverDown$$' .
+drill-webhook-sender-kill: ## drill: SIGKILL the webhook sender mid-stream, restart it (lost, duplicates vs in flight)
+	@$(WEBHOOK_DRILL) -run '^TestDrillSenderKill$$' .
+drill-webhook-hanging: ## drill: one company's endpoint hangs; another's p99 stays under 1 s
+	@$(WEBHOOK_DRILL) -run '^TestDrillHangingEndpoint$$' .
+drills-webhooks: ## the three webhook drills, about 4 minutes
+	@$(WEBHOOK_DRILL) -run '^TestDrill' .
+

@@ -2,8 +2,11 @@
 # `make run-check`: runs `make run` the way a newcomer would and checks it.
 #
 #   1. make run prints the demo API key and every service answers /healthz,
-#      all within 60 s (the build is done first and not counted); Ctrl-C
-#      (SIGINT to its process group) stops everything and leaves no process.
+#      all within 60 s (the build is done first and not counted); the
+#      README's campaign curl (section "Send a campaign"), sent with that key,
+#      is accepted and its batch is delivered (every contact delivered or
+#      read in GET /api/batches/{id}) within 60 s more; Ctrl-C (SIGINT to
+#      its process group) stops everything and leaves no process.
 #   2. With the gateway's port already taken, make run names the gateway and
 #      its address, starts nothing, exits non-zero, and leaves no process.
 #   3. When a service dies at start (the automation dispatcher, given a port
@@ -97,7 +100,8 @@ for _ in $(seq 50); do
 done
 
 GATEWAY_PORT=$(free_port) ADMIN_PORT=$(free_port) CAMPAIGN_PORT=$(free_port) AUTOMATION_PORT=$(free_port) SIM_PORT=$(free_port)
-PORTS=("$GATEWAY_PORT" "$ADMIN_PORT" "$CAMPAIGN_PORT" "$AUTOMATION_PORT" "$SIM_PORT")
+SENDER_PORT=$(free_port)
+PORTS=("$GATEWAY_PORT" "$ADMIN_PORT" "$CAMPAIGN_PORT" "$AUTOMATION_PORT" "$SIM_PORT" "$SENDER_PORT")
 export PARLEY_POSTGRES_URL="postgres://postgres@127.0.0.1:5432/$DB?sslmode=disable"
 export PARLEY_NATS_URL="nats://127.0.0.1:$NATS_PORT"
 export PARLEY_REDIS_ADDR="127.0.0.1:$REDIS_PORT"
@@ -106,6 +110,7 @@ export PARLEY_ADMIN_ADDR="127.0.0.1:$ADMIN_PORT"
 export PARLEY_CAMPAIGN_DISPATCHER_ADDR="127.0.0.1:$CAMPAIGN_PORT"
 export PARLEY_AUTOMATION_DISPATCHER_ADDR="127.0.0.1:$AUTOMATION_PORT"
 export PARLEY_PROVIDER_SIM_ADDR="127.0.0.1:$SIM_PORT"
+export PARLEY_WEBHOOK_SENDER_ADDR="127.0.0.1:$SENDER_PORT"
 export PARLEY_RUN_DIR="$WORK/run"
 export NO_COLOR=1
 
@@ -144,6 +149,52 @@ no_leftovers() {
 	done
 }
 
+# readme_campaign_curl: the first campaign curl of README.md's "Send a
+# campaign" section, continuation lines included.
+readme_campaign_curl() {
+	awk '/^### Send a campaign/ { f = 1 } f && /^curl .*\/api\/campaigns\/send/ { p = 1 } p { print; if ($0 !~ /\\$/) exit }' README.md
+}
+
+# batch_count JSON STATE: a message count of a GET /api/batches/{id} answer.
+batch_count() { grep -o "\"$2\":[0-9]*" <<<"$1" | head -1 | cut -d: -f2; }
+
+# campaign_delivered KEY: sends the README's campaign with the demo key and
+# waits until GET /api/batches/{id} counts every accepted contact delivered
+# or read: the stack make run started does what the README says.
+campaign_delivered() {
+	local key=$1 cmd answer batch contacts status="" t0=$SECONDS delivered read
+	cmd=$(readme_campaign_curl)
+	if [[ -z $cmd ]]; then
+		fail "campaign: no campaign curl found in README.md's \"Send a campaign\" section"
+		return 1
+	fi
+	cmd=${cmd//http:\/\/127.0.0.1:8080/http://127.0.0.1:$GATEWAY_PORT}
+	answer=$(KEY=$key bash -c "$cmd" 2>&1) || true
+	batch=$(grep -o '"batch_id":"[^"]*"' <<<"$answer" | cut -d'"' -f4 || true)
+	contacts=$(grep -o '"contacts":[0-9]*' <<<"$answer" | cut -d: -f2 || true)
+	if [[ $answer != '{"status":"accepted",'* || -z $batch || -z $contacts ]]; then
+		fail "campaign: the README's curl was not accepted: $answer"
+		return 1
+	fi
+	while ((SECONDS - t0 < 60)); do
+		status=$(curl -sS "http://127.0.0.1:$GATEWAY_PORT/api/batches/$batch" -H "service-api-key: $key" 2>&1) || true
+		delivered=$(batch_count "$status" delivered) read=$(batch_count "$status" read)
+		if [[ -n $delivered && -n $read ]] && ((delivered + read == contacts)); then
+			log "the README's campaign: $contacts contacts accepted (batch $batch), delivered or read $((SECONDS - t0))s later"
+			return 0
+		fi
+		# Completed with nothing left in sent: no status callback can still
+		# deliver what is missing (failed or skipped).
+		if [[ $status == *'"status":"completed"'* && $(batch_count "$status" sent) == 0 ]]; then
+			fail "campaign: batch $batch completed with $((delivered + read)) of $contacts delivered or read: $status"
+			return 1
+		fi
+		sleep 0.5
+	done
+	fail "campaign: batch $batch not delivered within 60s (want $contacts delivered or read): $status"
+	return 1
+}
+
 # ---------------------------------------------------- 1. start and Ctrl-C
 scenario_run_and_interrupt() {
 	local out="$WORK/run.log" t0=$SECONDS key="" p ok
@@ -164,6 +215,11 @@ scenario_run_and_interrupt() {
 		return
 	fi
 	log "key printed and every /healthz answered ${took}s after make run started"
+	if ! campaign_delivered "${key##* }"; then
+		sed 's/^/    | /' "$out" | tail -40
+		kill_session "$MAKE_SESSION"
+		return
+	fi
 
 	kill -INT -- "-$MAKE_SESSION"
 	if ! wait_gone "$MAKE_SESSION" 30; then

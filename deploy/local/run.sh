@@ -26,6 +26,10 @@ export PARLEY_ADMIN_ADDR="${PARLEY_ADMIN_ADDR:-127.0.0.1:8081}"
 export PARLEY_CAMPAIGN_DISPATCHER_ADDR="${PARLEY_CAMPAIGN_DISPATCHER_ADDR:-127.0.0.1:8082}"
 export PARLEY_AUTOMATION_DISPATCHER_ADDR="${PARLEY_AUTOMATION_DISPATCHER_ADDR:-127.0.0.1:8083}"
 export PARLEY_PROVIDER_SIM_ADDR="${PARLEY_PROVIDER_SIM_ADDR:-127.0.0.1:9090}"
+export PARLEY_WEBHOOK_SENDER_ADDR="${PARLEY_WEBHOOK_SENDER_ADDR:-127.0.0.1:8086}"
+# Webhook endpoints may point at provider-sim's test receiver on loopback
+# (http://127.0.0.1:9090/_webhooks/hooks/<name>): never set this in production.
+export PARLEY_WEBHOOKS_ALLOW_PRIVATE="${PARLEY_WEBHOOKS_ALLOW_PRIVATE:-true}"
 export PARLEY_LOG_FORMAT="${PARLEY_LOG_FORMAT:-console}"
 
 # The demo messaging account: parleyctl seed stores it, provider-sim accepts it.
@@ -56,13 +60,14 @@ export PARLEY_PROVIDER_SIM_APP_SECRET="${PARLEY_PROVIDER_SIM_APP_SECRET:-$PARLEY
 # The dispatchers' WhatsApp client talks to provider-sim instead of the Cloud API.
 export PARLEY_WHATSAPP_BASE_URL="${PARLEY_WHATSAPP_BASE_URL:-$SIM_URL}"
 
-SERVICES=(provider-sim gateway admin campaign-dispatcher automation-dispatcher)
+SERVICES=(provider-sim gateway admin campaign-dispatcher automation-dispatcher webhook-sender)
 declare -A ADDR_VAR=(
 	[provider-sim]=PARLEY_PROVIDER_SIM_ADDR
 	[gateway]=PARLEY_GATEWAY_ADDR
 	[admin]=PARLEY_ADMIN_ADDR
 	[campaign-dispatcher]=PARLEY_CAMPAIGN_DISPATCHER_ADDR
 	[automation-dispatcher]=PARLEY_AUTOMATION_DISPATCHER_ADDR
+	[webhook-sender]=PARLEY_WEBHOOK_SENDER_ADDR
 )
 declare -A ADDR=()
 for name in "${SERVICES[@]}"; do ADDR[$name]=${!ADDR_VAR[$name]}; done
@@ -71,7 +76,7 @@ for name in "${SERVICES[@]}"; do ADDR[$name]=${!ADDR_VAR[$name]}; done
 if [[ -t 1 && -z ${NO_COLOR:-} ]]; then
 	BOLD=$'\e[1m' RED=$'\e[31m' RESET=$'\e[0m'
 	declare -A COLOR=([provider-sim]=$'\e[35m' [gateway]=$'\e[32m' [admin]=$'\e[34m'
-		[campaign-dispatcher]=$'\e[36m' [automation-dispatcher]=$'\e[33m')
+		[campaign-dispatcher]=$'\e[36m' [automation-dispatcher]=$'\e[33m' [webhook-sender]=$'\e[91m')
 else
 	BOLD="" RED="" RESET=""
 	declare -A COLOR=()
@@ -90,7 +95,7 @@ command -v go >/dev/null || die "go not found: install Go 1.26 or newer (https:/
 
 say "building into bin/"
 go build -o "$BIN/" ./services/gateway ./services/admin ./services/campaign-dispatcher \
-	./services/automation-dispatcher ./services/provider-sim ./services/admin/cmd/parleyctl
+	./services/automation-dispatcher ./services/provider-sim ./services/webhook-sender ./services/admin/cmd/parleyctl
 [[ ${1:-} == --build-only ]] && exit 0
 
 # ------------------------------------------------------- local servers

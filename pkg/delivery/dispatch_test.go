@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,11 +15,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
 	"github.com/parleyhq/parley/pkg/contacts"
+	"github.com/parleyhq/parley/pkg/ratelimit"
 )
 
 func TestCampaignOptOutAndForced(t *testing.T) {
@@ -49,6 +52,19 @@ func TestCampaignOptOutAndForced(t *testing.T) {
 	got = h.waitBatch(forced.BatchId, BatchCompleted, 10*time.Second)
 	if got.Counts[StateSent] != 1 || h.sends(out) != 1 {
 		t.Fatalf("forced batch = %+v, sends %d", got, h.sends(out))
+	}
+
+	// The account's throughput key carries its company's hash tag, so that
+	// in a Redis Cluster it sits beside the company's request limits.
+	want := ratelimit.CompanyKey(h.company.ID, "account:"+strconv.FormatInt(h.acct.ID, 10))
+	h.throttleKeys.Range(func(k, _ any) bool {
+		if k != want {
+			t.Errorf("throughput key %q, want %q", k, want)
+		}
+		return true
+	})
+	if _, ok := h.throttleKeys.Load(want); !ok {
+		t.Errorf("the limiter was never asked for %q", want)
 	}
 }
 
@@ -329,7 +345,7 @@ func TestStatusCallbacksReachTheirMessages(t *testing.T) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		if _, err := ApplyStatuses(r.Context(), h.pool, ups, h.clock.Now()); err != nil {
+		if _, err := batchview.ApplyStatuses(r.Context(), h.pool, ups, h.clock.Now()); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}

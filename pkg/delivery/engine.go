@@ -14,9 +14,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
+	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/contacts"
+	"github.com/parleyhq/parley/pkg/ratelimit"
 )
 
 // claimSQL takes up to $4 due messages of one account, oldest first,
@@ -45,7 +47,7 @@ UPDATE messages m SET
 	updated_at = $3
 FROM picked p WHERE m.id = p.id
 RETURNING m.id, m.batch_id::text, m.state::text, m.phone, COALESCE(m.template_id, 0), m.attempts, m.overrides, m.claimed_at,
-	COALESCE(p.first_name, ''), COALESCE(p.last_name, ''), p.variables`
+	COALESCE(p.first_name, ''), COALESCE(p.last_name, ''), p.variables, m.company_id`
 
 // deferSQL moves an account's due non-forced campaign messages to the next
 // opening of its delivery hours.
@@ -85,7 +87,7 @@ UPDATE messages SET
 	failed_at = CASE WHEN attempts + 1 >= $3 THEN $1::timestamptz ELSE failed_at END,
 	updated_at = $1
 WHERE state = 'sending' AND claimed_at < $2 AND lane = $4
-RETURNING batch_id::text, state::text`
+RETURNING batch_id::text, state::text, id, company_id, phone, COALESCE(error_code, 0), COALESCE(error_title, '')`
 
 // claimed is one message taken by a claim.
 type claimed struct {
@@ -246,15 +248,21 @@ func (e *engine) sweep(ctx context.Context) {
 			return fmt.Errorf("return stale claims: %w", err)
 		}
 		var batches []string
+		var failed []changedMessage
 		seen := map[string]bool{}
 		n := 0
 		for rows.Next() {
 			var b, s string
-			if err := rows.Scan(&b, &s); err != nil {
+			m := changedMessage{At: now}
+			if err := rows.Scan(&b, &s, &m.ID, &m.CompanyID, &m.Phone, &m.Code, &m.Title); err != nil {
 				rows.Close()
 				return fmt.Errorf("return stale claims: %w", err)
 			}
 			n++
+			if State(s) == StateFailed {
+				m.BatchID, m.State = b, StateFailed
+				failed = append(failed, m)
+			}
 			if !seen[b] {
 				seen[b] = true
 				batches = append(batches, b)
@@ -263,6 +271,9 @@ func (e *engine) sweep(ctx context.Context) {
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("return stale claims: %w", err)
+		}
+		if err := emitMessages(qctx, tx, failed); err != nil {
+			return err
 		}
 		if n > 0 {
 			e.m.leaseReclaims.WithLabelValues(string(e.lane)).Add(float64(n))
@@ -273,7 +284,7 @@ func (e *engine) sweep(ctx context.Context) {
 	if err != nil && ctx.Err() == nil {
 		e.warn("sweep", zap.Error(err))
 	}
-	if _, _, err := SweepBacklog(qctx, e.pool, now); err != nil && ctx.Err() == nil {
+	if _, _, err := batchview.SweepBacklog(qctx, e.pool, now); err != nil && ctx.Err() == nil {
 		e.warn("sweep status backlog", zap.Error(err))
 	}
 	var waiting int64
@@ -413,17 +424,38 @@ func (e *engine) step(ctx context.Context, accountID int64) (more bool, err erro
 func (e *engine) claim(ctx context.Context, accountID int64, n int, now time.Time, closed bool) ([]claimed, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	rows, err := e.pool.Query(ctx, claimSQL, string(e.lane), accountID, now, n, closed)
+	var out []claimed
+	// One transaction, so that the message.skipped events of the contacts
+	// found opted out commit with their state.
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		var err error
+		out, err = e.claimIn(ctx, tx, accountID, n, now, closed)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("claim messages of account %d: %w", accountID, err)
 	}
+	return out, nil
+}
+
+func (e *engine) claimIn(ctx context.Context, tx pgx.Tx, accountID int64, n int, now time.Time, closed bool) ([]claimed, error) {
+	rows, err := tx.Query(ctx, claimSQL, string(e.lane), accountID, now, n, closed)
+	if err != nil {
+		return nil, err
+	}
+	var skipped []changedMessage
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
 		var c claimed
 		var state string
 		var ov, vars []byte
+		var company int64
 		if err := r.Scan(&c.id, &c.batchID, &state, &c.phone, &c.templateID, &c.attempts, &ov, &c.claimedAt,
-			&c.firstName, &c.lastName, &vars); err != nil {
+			&c.firstName, &c.lastName, &vars, &company); err != nil {
 			return c, err
+		}
+		if State(state) == StateSkippedOptOut {
+			skipped = append(skipped, changedMessage{ID: c.id, CompanyID: company, BatchID: c.batchID, Phone: c.phone,
+				State: StateSkippedOptOut, At: now})
 		}
 		c.state = State(state)
 		if len(ov) > 0 {
@@ -439,20 +471,27 @@ func (e *engine) claim(ctx context.Context, accountID int64, n int, now time.Tim
 		return c, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim messages of account %d: %w", accountID, err)
+		return nil, err
+	}
+	if err := emitMessages(ctx, tx, skipped); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
 // throttleKey is the throughput limiter's key of an account, shared by both
-// lanes and every replica: the provider's limit is per phone number.
-func throttleKey(accountID int64) string { return "account:" + strconv.FormatInt(accountID, 10) }
+// lanes and every replica: the provider's limit is per phone number. It
+// carries the company's hash tag, so that in a Redis Cluster it sits in the
+// slot of the company's request limits.
+func throttleKey(acct catalog.MessagingAccount) string {
+	return ratelimit.CompanyKey(acct.CompanyID, "account:"+strconv.FormatInt(acct.ID, 10))
+}
 
 // dispatch waits for the account's throughput tokens and starts each send
 // as its token comes. On shutdown the messages not started go back to the
 // queue untouched.
 func (e *engine) dispatch(ctx context.Context, acct catalog.MessagingAccount, msgs []claimed) {
-	left, _ := e.throttle.WaitEach(ctx, throttleKey(acct.ID), acct.ThroughputPerSecond, len(msgs), func(granted int) {
+	left, _ := e.throttle.WaitEach(ctx, throttleKey(acct), acct.ThroughputPerSecond, len(msgs), func(granted int) {
 		for _, m := range msgs[:granted] {
 			e.launch(acct, m)
 		}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parleyhq/parley/pkg/batchview"
+	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/contacts"
@@ -48,7 +50,9 @@ func TestExpandCampaign(t *testing.T) {
 		t.Fatalf("campaign created a contact: %v", err)
 	}
 	got := f.batch(b.BatchId)
-	if got.Status != BatchProcessing || got.ContactCount != 4 || got.Counts[StateQueued] != 4 || got.Kind != "campaign" {
+	// The fixture writes the legacy "api:campaigns/send": recorded canonical.
+	if got.Status != BatchProcessing || got.ContactCount != 4 || got.Counts[StateQueued] != 4 || got.Kind != bus.BatchCampaign ||
+		got.Source != bus.SourceCampaignsSend {
 		t.Fatalf("batch = %+v", got)
 	}
 
@@ -196,6 +200,8 @@ func TestExpandAutomationUpsertsContacts(t *testing.T) {
 			{Phone: ph[0][1:], FirstName: ptr("New"), Variables: map[string]string{"order": "2", "coupon": "X"}},
 			{Phone: ph[1], LastName: ptr("Solo"), ImageUrl: "https://cdn.example/own.png", Variables: map[string]string{"order": "3"}},
 			{Phone: ph[2], Variables: map[string]string{"order": "4"}},
+			// A number again (the gateway removes these): its first entry wins whole.
+			{Phone: ph[1][1:], FirstName: ptr("Later"), LastName: ptr("Later"), Variables: map[string]string{"order": "9", "extra": "y"}},
 		},
 	}
 	exp, err := x.Automation(f.ctx, b)
@@ -210,7 +216,7 @@ func TestExpandAutomationUpsertsContacts(t *testing.T) {
 		t.Fatalf("existing contact merged = %+v", c0)
 	}
 	c1, err := cs.ByPhone(f.ctx, f.company.ID, ph[1])
-	if err != nil || c1.LastName != "Solo" || c1.Variables["order"] != "3" {
+	if err != nil || c1.FirstName != "" || c1.LastName != "Solo" || !maps.Equal(c1.Variables, map[string]string{"order": "3"}) {
 		t.Fatalf("new contact = %+v, %v", c1, err)
 	}
 	msgs := f.messages(b.BatchId)
@@ -232,7 +238,7 @@ func TestExpandAutomationUpsertsContacts(t *testing.T) {
 	if ov0.ImageURL != "https://cdn.example/req.png" || ov0.URL != "https://shop.example/o/42" || ov0.FirstName != "New" || ov0.Variables["order"] != "2" {
 		t.Fatalf("overrides 0 = %+v", ov0)
 	}
-	if ov1.ImageURL != "https://cdn.example/own.png" || ov1.LastName != "Solo" {
+	if ov1.ImageURL != "https://cdn.example/own.png" || ov1.LastName != "Solo" || ov1.FirstName != "" || len(ov1.Variables) != 1 {
 		t.Fatalf("overrides 1 = %+v (the contact's image wins)", ov1)
 	}
 	got := f.batch(b.BatchId)
@@ -259,7 +265,7 @@ func TestBatchStatusIsScopedByCompany(t *testing.T) {
 		company int64
 		id      string
 	}{{other.ID, b.BatchId}, {f.company.ID, newBatchID(t)}, {f.company.ID, "not-a-uuid"}} {
-		if _, err := BatchStatus(f.ctx, f.pool, tc.company, tc.id); !errors.Is(err, ErrNotFound) {
+		if _, err := batchview.BatchStatus(f.ctx, f.pool, tc.company, tc.id); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("BatchStatus(%d, %s) = %v, want ErrNotFound", tc.company, tc.id, err)
 		}
 	}

@@ -17,13 +17,14 @@ import (
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus"
-	"github.com/parleyhq/parley/pkg/bus/bustest"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
 	"github.com/parleyhq/parley/pkg/ratelimit"
-	"github.com/parleyhq/parley/pkg/ratelimit/ratelimittest"
+	"github.com/parleyhq/parley/testkit/bustest"
+	"github.com/parleyhq/parley/testkit/ratelimittest"
 )
 
 // harness is a fixture with everything a dispatcher runs on: an embedded
@@ -39,6 +40,20 @@ type harness struct {
 	sim     *whatsappsim.Sim
 	client  *whatsapp.Client
 	limiter *ratelimit.Limiter
+	// throttleKeys records the keys the dispatchers asked the limiter for.
+	throttleKeys sync.Map
+}
+
+// recordingThrottle is the harness's limiter, noting each key it is asked
+// for.
+type recordingThrottle struct {
+	*ratelimit.Limiter
+	keys *sync.Map
+}
+
+func (r recordingThrottle) WaitEach(ctx context.Context, key string, perSecond, n int, use func(granted int)) (int, error) {
+	r.keys.Store(key, true)
+	return r.Limiter.WaitEach(ctx, key, perSecond, n, use)
 }
 
 func newHarness(t *testing.T) *harness {
@@ -113,7 +128,7 @@ type runningDispatcher struct {
 func (h *harness) start(lane Lane, cfg Config) *runningDispatcher {
 	h.t.Helper()
 	d, err := New(lane, cfg, Deps{
-		Pool: h.pool, JS: h.js, Bus: h.busCfg, Catalog: h.cat, Sender: h.client, Throttle: h.limiter,
+		Pool: h.pool, JS: h.js, Bus: h.busCfg, Catalog: h.cat, Sender: h.client, Throttle: recordingThrottle{h.limiter, &h.throttleKeys},
 		Clock: h.clock.Now, Log: zaptest.NewLogger(h.t, zaptest.Level(zap.WarnLevel)), Registry: prometheus.NewRegistry(),
 	})
 	if err != nil {
@@ -170,12 +185,12 @@ func (h *harness) publish(b proto.Message, msgID string) {
 func (h *harness) sends(phone string) int64 { return h.sim.SendCount(phone) }
 
 // waitBatch waits until a batch reaches status.
-func (h *harness) waitBatch(id string, status BatchState, within time.Duration) Batch {
+func (h *harness) waitBatch(id string, status BatchState, within time.Duration) batchview.Batch {
 	h.t.Helper()
-	var b Batch
+	var b batchview.Batch
 	eventually(h.t, within, "batch "+id+" "+string(status), func() bool {
 		var err error
-		b, err = BatchStatus(h.ctx, h.pool, h.company.ID, id)
+		b, err = batchview.BatchStatus(h.ctx, h.pool, h.company.ID, id)
 		if errors.Is(err, ErrNotFound) {
 			return false
 		}

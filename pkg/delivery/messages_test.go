@@ -42,7 +42,9 @@ func TestExpandMessages(t *testing.T) {
 		&sendsv1.BatchMessage{Phone: ph[0], CampaignId: f.camp.ID, FirstName: ptr("Ana"), Variables: map[string]string{"order": "A-1"},
 			ImageUrl: "https://cdn.example/i.png", Url: "https://x.example/1"},
 		&sendsv1.BatchMessage{Phone: ph[1][1:], TemplateId: tpl2.ID, MessagingAccountId: acct2.ID, Url2: "https://x.example/2"},
-		&sendsv1.BatchMessage{Phone: ph[0], CampaignId: f.camp.ID},
+		&sendsv1.BatchMessage{Phone: ph[2], CampaignId: f.camp.ID},
+		// A number again (the gateway removes these): its first entry is sent, once.
+		&sendsv1.BatchMessage{Phone: ph[0][1:], CampaignId: f.camp.ID, FirstName: ptr("Later")},
 	)
 	exp, err := x.Messages(f.ctx, b)
 	if err != nil {
@@ -53,7 +55,7 @@ func TestExpandMessages(t *testing.T) {
 		t.Fatalf("expansion = %+v", exp)
 	}
 	msgs := f.messages(b.BatchId)
-	if len(msgs) != 3 || msgs[1].Phone != ph[1] || msgs[2].Phone != ph[0] {
+	if len(msgs) != 3 || msgs[0].Phone != ph[0] || msgs[1].Phone != ph[1] || msgs[2].Phone != ph[2] {
 		t.Fatalf("messages = %+v", msgs)
 	}
 	for _, m := range msgs {

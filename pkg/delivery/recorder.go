@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
+
+	"github.com/parleyhq/parley/pkg/batchview"
 )
 
 // outcomeKind is what became of one claim.
@@ -63,7 +65,8 @@ FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::text[], $5::int[], 
 	AS r(id, claimed_at, kind, wamid, code, title, not_before, at)
 WHERE m.id = r.id AND m.claimed_at = r.claimed_at
   AND (m.state IN ('sending', 'queued') OR (m.state = 'cancelled' AND r.kind = 'sent'))
-RETURNING m.batch_id::text, r.kind, COALESCE(m.provider_message_id, '')`
+RETURNING m.batch_id::text, r.kind, COALESCE(m.provider_message_id, ''), m.id, m.company_id, m.phone,
+	COALESCE(m.error_code, 0), COALESCE(m.error_title, ''), r.at`
 
 // cancelQueuedSQL cancels the messages of cancelled batches that are back
 // in the queue (a retry, a released or stale claim) or were never sent:
@@ -87,10 +90,11 @@ UPDATE batches b SET
 		WHEN b.cancelled_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.batch_id = b.id AND m.sent_at IS NOT NULL)
 		THEN 'cancelled' ELSE 'completed' END)::batch_status,
 	completed_at = CASE WHEN x.open THEN NULL ELSE COALESCE(b.completed_at, $2::timestamptz) END
-FROM (SELECT id, EXISTS (SELECT 1 FROM messages m WHERE m.batch_id = bb.id
+FROM (SELECT id, bb.status AS old, EXISTS (SELECT 1 FROM messages m WHERE m.batch_id = bb.id
 		AND m.state IN ('queued', 'scheduled', 'deferred', 'sending')) AS open
 	FROM batches bb WHERE bb.id = ANY($1::uuid[])) x
-WHERE b.id = x.id AND b.status IN ('scheduled', 'processing', 'cancelled')`
+WHERE b.id = x.id AND b.status IN ('scheduled', 'processing', 'cancelled')
+RETURNING b.id::text, b.company_id, b.kind::text, b.status::text, x.old::text`
 
 // CompleteBatches locks the batches (in id order, so that concurrent
 // recorders never deadlock), cancels what came back to the queue of the
@@ -118,10 +122,30 @@ func completeBatches(ctx context.Context, tx pgx.Tx, batches []string, now time.
 			return fmt.Errorf("cancel requeued messages: %w", err)
 		}
 	}
-	if _, err := tx.Exec(ctx, completeSQL, batches, now); err != nil {
+	rows, err = tx.Query(ctx, completeSQL, batches, now)
+	if err != nil {
 		return fmt.Errorf("complete batches: %w", err)
 	}
-	return nil
+	var done []finishedBatch
+	for rows.Next() {
+		b := finishedBatch{at: now}
+		var status, old string
+		if err := rows.Scan(&b.id, &b.companyID, &b.kind, &status, &old); err != nil {
+			rows.Close()
+			return fmt.Errorf("complete batches: %w", err)
+		}
+		// An event for a batch that reaches completed (a cancelled batch
+		// none of whose messages went out stays cancelled: its
+		// batch.cancelled came with the cancel).
+		if b.status = BatchState(status); b.status == BatchCompleted && old != status {
+			done = append(done, b)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("complete batches: %w", err)
+	}
+	return emitBatches(ctx, tx, done)
 }
 
 // recorder writes outcomes in batches: every FlushInterval or FlushSize
@@ -304,45 +328,61 @@ func (r *recorder) flush(buf []outcome) error {
 	return err
 }
 
-func (r *recorder) write(buf []outcome) error {
+// outcomeColumns are a flush's outcomes as the columns of recordSQL, with
+// the batches only touched and the messages whose contact refused marketing.
+type outcomeColumns struct {
+	ids        []int64
+	claimed    []time.Time
+	kinds      []string
+	wamids     []*string
+	codes      []*int32
+	titles     []*string
+	notBefores []*time.Time
+	ats        []time.Time
+	touched    map[string]bool
+	refused    []int64
+}
+
+func columnsOf(buf []outcome) outcomeColumns {
 	n := len(buf)
-	ids := make([]int64, 0, n)
-	claimed := make([]time.Time, 0, n)
-	kinds := make([]string, 0, n)
-	wamids := make([]*string, 0, n)
-	codes := make([]*int32, 0, n)
-	titles := make([]*string, 0, n)
-	notBefores := make([]*time.Time, 0, n)
-	ats := make([]time.Time, 0, n)
-	touched := map[string]bool{}
-	var refused []int64
+	c := outcomeColumns{
+		ids: make([]int64, 0, n), claimed: make([]time.Time, 0, n), kinds: make([]string, 0, n),
+		wamids: make([]*string, 0, n), codes: make([]*int32, 0, n), titles: make([]*string, 0, n),
+		notBefores: make([]*time.Time, 0, n), ats: make([]time.Time, 0, n), touched: map[string]bool{},
+	}
 	for _, o := range buf {
 		if o.kind == kindTouch {
-			touched[o.batchID] = true
+			c.touched[o.batchID] = true
 			continue
 		}
 		if o.kind == kindFailed && o.code == CodeUserStoppedMarketing {
-			refused = append(refused, o.id)
+			c.refused = append(c.refused, o.id)
 		}
-		ids = append(ids, o.id)
-		claimed = append(claimed, o.claimedAt)
-		kinds = append(kinds, string(o.kind))
-		wamids = append(wamids, optional(o.wamid))
+		c.ids = append(c.ids, o.id)
+		c.claimed = append(c.claimed, o.claimedAt)
+		c.kinds = append(c.kinds, string(o.kind))
+		c.wamids = append(c.wamids, optional(o.wamid))
 		var code *int32
 		if o.code != 0 {
-			c := int32(o.code)
-			code = &c
+			v := int32(o.code)
+			code = &v
 		}
-		codes = append(codes, code)
-		titles = append(titles, optional(o.title))
+		c.codes = append(c.codes, code)
+		c.titles = append(c.titles, optional(o.title))
 		var nb *time.Time
 		if !o.notBefore.IsZero() {
 			t := o.notBefore
 			nb = &t
 		}
-		notBefores = append(notBefores, nb)
-		ats = append(ats, o.at)
+		c.notBefores = append(c.notBefores, nb)
+		c.ats = append(c.ats, o.at)
 	}
+	return c
+}
+
+func (r *recorder) write(buf []outcome) error {
+	cols := columnsOf(buf)
+	ids, touched, refused := cols.ids, cols.touched, cols.refused
 	counts := map[outcomeKind]int{}
 	// Bounded, so that a connection that hangs (rather than fails) is
 	// given up and the flush retried on another.
@@ -351,14 +391,16 @@ func (r *recorder) write(buf []outcome) error {
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		clear(counts)
 		var sent []string
+		var changed []changedMessage
 		if len(ids) > 0 {
-			rows, err := tx.Query(ctx, recordSQL, ids, claimed, kinds, wamids, codes, titles, notBefores, ats)
+			rows, err := tx.Query(ctx, recordSQL, ids, cols.claimed, cols.kinds, cols.wamids, cols.codes, cols.titles, cols.notBefores, cols.ats)
 			if err != nil {
 				return fmt.Errorf("record outcomes: %w", err)
 			}
 			for rows.Next() {
 				var batch, kind, wamid string
-				if err := rows.Scan(&batch, &kind, &wamid); err != nil {
+				var m changedMessage
+				if err := rows.Scan(&batch, &kind, &wamid, &m.ID, &m.CompanyID, &m.Phone, &m.Code, &m.Title, &m.At); err != nil {
 					rows.Close()
 					return fmt.Errorf("record outcomes: %w", err)
 				}
@@ -367,24 +409,25 @@ func (r *recorder) write(buf []outcome) error {
 				if kind == string(kindSent) && wamid != "" {
 					sent = append(sent, wamid)
 				}
+				if kind == string(kindSent) || kind == string(kindFailed) {
+					m.BatchID, m.State, m.Wamid = batch, State(kind), wamid
+					changed = append(changed, m)
+				}
 			}
 			rows.Close()
 			if err := rows.Err(); err != nil {
 				return fmt.Errorf("record outcomes: %w", err)
 			}
+			if err := emitMessages(ctx, tx, changed); err != nil {
+				return err
+			}
 		}
 		now := r.now()
-		if err := optOutRefused(ctx, tx, refused, nil, now); err != nil {
+		if err := batchview.OptOutRefused(ctx, tx, refused, nil, now); err != nil {
 			return err
 		}
-		if len(sent) > 0 {
-			early, err := takeBacklog(ctx, tx, sent)
-			if err != nil {
-				return err
-			}
-			if _, err := applyStatuses(ctx, tx, early, now, false); err != nil {
-				return err
-			}
+		if err := batchview.ApplyBacklog(ctx, tx, sent, now); err != nil {
+			return err
 		}
 		batches := make([]string, 0, len(touched))
 		for b := range touched {

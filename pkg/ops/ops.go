@@ -43,10 +43,15 @@ func NewLogger(service, level, format string) (*zap.Logger, error) {
 	return log.With(zap.String("service", service)), nil
 }
 
-// Check is one dependency that must answer for the process to be ready.
+// Check is one dependency that must answer for the process to be ready,
+// unless it is Optional: the process then works without it, degraded, and
+// /readyz names it under "degraded" but stays 200 (taking every replica out
+// of its load balancer for a dependency they can do without would turn a
+// degraded service into an outage).
 type Check struct {
-	Name string
-	Ping func(ctx context.Context) error
+	Name     string
+	Ping     func(ctx context.Context) error
+	Optional bool
 }
 
 // Probe answers /healthz (the process is alive), /readyz (it is ready for
@@ -88,8 +93,9 @@ func (p *Probe) Healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
 }
 
-// Readyz answers 200 when every check passes and the process is not shutting
-// down, else 503 with what failed.
+// Readyz answers 200 when every required check passes and the process is
+// not shutting down, else 503 with what failed. Optional checks that fail
+// are listed under "degraded" either way.
 func (p *Probe) Readyz(w http.ResponseWriter, r *http.Request) {
 	if p.shuttingDown.Load() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "shutting down"})
@@ -97,31 +103,40 @@ func (p *Probe) Readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), p.timeout)
 	defer cancel()
-	failed := p.runChecks(ctx)
+	failed, degraded := p.runChecks(ctx)
+	body := map[string]any{"status": "ready"}
+	if len(degraded) > 0 {
+		body["degraded"] = degraded
+	}
 	if len(failed) > 0 {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "failed": failed})
+		body["status"], body["failed"] = "unavailable", failed
+		writeJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready"})
+	writeJSON(w, http.StatusOK, body)
 }
 
-func (p *Probe) runChecks(ctx context.Context) map[string]string {
+func (p *Probe) runChecks(ctx context.Context) (failed, degraded map[string]string) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	failed := map[string]string{}
+	failed, degraded = map[string]string{}, map[string]string{}
 	for _, c := range p.checks {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := c.Ping(ctx); err != nil {
 				mu.Lock()
-				failed[c.Name] = err.Error()
+				if c.Optional {
+					degraded[c.Name] = err.Error()
+				} else {
+					failed[c.Name] = err.Error()
+				}
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	return failed
+	return failed, degraded
 }
 
 // Metrics is the Prometheus handler for this probe's registry.

@@ -10,7 +10,12 @@
 //
 // Keys live under RedisConfig.KeyPrefix: "<prefix>rate:req:<key>" for
 // requests and "<prefix>rate:tp:<key>" for throughput. They expire on their
-// own once the key is back to its full burst.
+// own once the key is back to its full burst. Callers build keys with
+// CompanyKey, whose {c:<id>} hash tag keeps a company's keys in one Redis
+// Cluster slot.
+//
+// Redis is one server, a master found through Redis Sentinel, or a Redis
+// Cluster (RedisConfig.Mode; NewRedisClient builds the client).
 //
 // Redis is never a reason to fail a request: every call is bounded by
 // RedisConfig.Timeout (50ms by default) and, on error or timeout, answered by

@@ -63,10 +63,11 @@ type Limiter struct {
 	closeOnce sync.Once
 }
 
-// New returns a Limiter on rdb (made by NewRedisClient) with keys under
+// New returns a Limiter on rdb (made by NewRedisClient: one server, a
+// sentinel-watched master or a cluster) with keys under
 // cfg.KeyPrefix and calls bounded by cfg.Timeout. Its metrics are registered
 // on reg when reg is not nil. Close stops it; rdb stays open.
-func New(rdb *redis.Client, cfg RedisConfig, log *zap.Logger, reg prometheus.Registerer) (*Limiter, error) {
+func New(rdb redis.UniversalClient, cfg RedisConfig, log *zap.Logger, reg prometheus.Registerer) (*Limiter, error) {
 	if cfg.Timeout <= 0 {
 		return nil, errors.New("ratelimit: timeout must be positive")
 	}

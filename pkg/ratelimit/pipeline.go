@@ -38,7 +38,7 @@ const (
 // context; a call given up on is skipped if it has not been sent yet, and its
 // reply is dropped if it has.
 type autoPipeline struct {
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
 	prefix  string
 	timeout time.Duration
 
@@ -70,7 +70,7 @@ type pipeCall struct {
 	timer *time.Timer
 }
 
-func newAutoPipeline(rdb *redis.Client, prefix string, timeout time.Duration) *autoPipeline {
+func newAutoPipeline(rdb redis.UniversalClient, prefix string, timeout time.Duration) *autoPipeline {
 	p := &autoPipeline{rdb: rdb, prefix: prefix, timeout: timeout}
 	p.cond.L = &p.mu
 	p.calls.New = func() any {
@@ -143,6 +143,10 @@ func (p *autoPipeline) do(ctx context.Context, name, script string, keys []strin
 	}
 	cmdArgs = append(cmdArgs, args...)
 	cmd := redis.NewCmd(ctx, cmdArgs...)
+	if len(keys) > 0 {
+		// The first key routes the command to its node in a cluster.
+		cmd.SetFirstKeyPos(3)
+	}
 	if err := ctx.Err(); err != nil {
 		cmd.SetErr(err)
 		return cmd

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/parleyhq/parley/pkg/ratelimit"
-	"github.com/parleyhq/parley/pkg/ratelimit/ratelimittest"
+	"github.com/parleyhq/parley/testkit/ratelimittest"
 )
 
 // echoIncr answers with its key, its argument and the key's running total,
@@ -25,7 +25,14 @@ return {KEYS[1], ARGV[1], redis.call("INCRBY", KEYS[1], ARGV[1])}`, tag))
 }
 
 func TestPipelineEveryCallerGetsItsOwnReply(t *testing.T) {
-	cfg := ratelimittest.Config(t)
+	everyCallerGetsItsOwnReply(t, ratelimittest.Config(t), 64, 300)
+}
+
+// everyCallerGetsItsOwnReply runs calls script calls in each of goroutines
+// goroutines, one key each, through one autoPipeline on cfg, and checks
+// every reply and that the calls were batched.
+func everyCallerGetsItsOwnReply(t *testing.T, cfg ratelimit.RedisConfig, goroutines, calls int) {
+	t.Helper()
 	cfg.Timeout = 2 * time.Second // this test is about answers, not deadlines
 	rdb := ratelimit.NewRedisClient(cfg)
 	defer rdb.Close()
@@ -33,7 +40,6 @@ func TestPipelineEveryCallerGetsItsOwnReply(t *testing.T) {
 	defer p.Close()
 	script := echoIncr(t.Name() + cfg.KeyPrefix)
 
-	const goroutines, calls = 64, 300
 	ctx := context.Background()
 	errs := make(chan error, goroutines)
 	var wg sync.WaitGroup
@@ -63,7 +69,7 @@ func TestPipelineEveryCallerGetsItsOwnReply(t *testing.T) {
 	}
 	batches, cmds := p.Stats()
 	t.Logf("%d commands in %d pipelines", cmds, batches)
-	if cmds < goroutines*calls {
+	if cmds < int64(goroutines*calls) {
 		t.Fatalf("%d commands sent, want at least %d", cmds, goroutines*calls)
 	}
 	if batches*2 > cmds {

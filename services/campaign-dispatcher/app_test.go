@@ -7,8 +7,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parleyhq/parley/pkg/delivery/dispatchsvc"
-	"github.com/parleyhq/parley/pkg/delivery/dispatchsvc/dispatchsvctest"
 	"github.com/parleyhq/parley/services/campaign-dispatcher/internal/config"
+	"github.com/parleyhq/parley/testkit/dispatchsvctest"
+	"github.com/parleyhq/parley/testkit/ratelimittest"
 )
 
 // TestAppDeliversAndShutsDownInOrder boots this binary's newApp, with its
@@ -18,6 +19,20 @@ import (
 // and stop cleanly (dispatchsvctest says what is checked).
 func TestAppDeliversAndShutsDownInOrder(t *testing.T) {
 	dispatchsvctest.DeliversAndShutsDown(t, lane, func(ctx context.Context, addr string, shared dispatchsvc.Config, log *zap.Logger) (*dispatchsvc.Service, func(), error) {
+		cfg := config.Config{Addr: addr, Config: shared}
+		if err := cfg.Validate(); err != nil {
+			return nil, nil, err
+		}
+		return newApp(ctx, cfg, log)
+	})
+}
+
+// TestAppOnRedisCluster is the same run with PARLEY_REDIS_MODE=cluster
+// against a three-master Redis Cluster on loopback: the account's
+// throughput is limited there, every decision by Redis.
+func TestAppOnRedisCluster(t *testing.T) {
+	c := ratelimittest.NewCluster(t)
+	dispatchsvctest.DeliversOnRedis(t, lane, c.Config(), func(ctx context.Context, addr string, shared dispatchsvc.Config, log *zap.Logger) (*dispatchsvc.Service, func(), error) {
 		cfg := config.Config{Addr: addr, Config: shared}
 		if err := cfg.Validate(); err != nil {
 			return nil, nil, err

@@ -3,10 +3,9 @@
 package main
 
 // What only the crash drills need: a private PostgreSQL cluster and the
-// tally of accepted contacts against recorded states and provider sends.
+// tally of accepted contacts at the provider and in the database.
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -15,9 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // privatePG is a PostgreSQL cluster of the test's own (initdb and pg_ctl
@@ -87,79 +83,5 @@ func (pg *privatePG) Stop() {
 	pg.t.Helper()
 	if out, err := asPostgres(pgBin+"/pg_ctl", "-D", pg.data, "-m", "immediate", "-w", "stop").CombinedOutput(); err != nil {
 		pg.t.Fatalf("pg_ctl stop: %v\n%s", err, out)
-	}
-}
-
-// outcomeCounts reads how many messages are in each state.
-func outcomeCounts(ctx context.Context, pool *pgxpool.Pool) (map[string]int, error) {
-	rows, err := pool.Query(ctx, `SELECT state::text, count(*) FROM messages GROUP BY state`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var s string
-		var n int
-		if err := rows.Scan(&s, &n); err != nil {
-			return nil, err
-		}
-		out[s] = n
-	}
-	return out, rows.Err()
-}
-
-// tally is the end state of a drill: every accepted contact against what
-// the database recorded and what the provider received.
-type tally struct {
-	Accepted   int // contacts published
-	Messages   int // message rows
-	Terminal   int // rows in a terminal state
-	Sent       int // rows sent, delivered or read
-	Lost       int // accepted contacts without a terminal state
-	Duplicates int64
-	Received   int64 // sends the provider accepted
-	Recipients int
-	States     map[string]int
-}
-
-func (e *drillEnv) tally(accepted int) tally {
-	e.t.Helper()
-	states, err := outcomeCounts(e.ctx, e.pool)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	t := tally{Accepted: accepted, States: states}
-	for s, n := range states {
-		t.Messages += n
-		switch s {
-		case "sent", "delivered", "read":
-			t.Sent += n
-			t.Terminal += n
-		case "failed", "skipped_opt_out":
-			t.Terminal += n
-		}
-	}
-	t.Lost = accepted - t.Terminal
-	st := e.simStats()
-	t.Received, t.Recipients = st.Accepted, st.Recipients
-	t.Duplicates = st.Accepted - int64(st.Recipients)
-	if st.UntrackedSends > 0 {
-		e.t.Fatalf("provider-sim stopped counting per recipient (%d untracked)", st.UntrackedSends)
-	}
-	return t
-}
-
-// waitSettled waits until every accepted contact has a terminal state or
-// the time is up, and returns the tally either way.
-func (e *drillEnv) waitSettled(accepted int, within time.Duration) tally {
-	e.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		t := e.tally(accepted)
-		if t.Lost == 0 || time.Now().After(deadline) {
-			return t
-		}
-		time.Sleep(250 * time.Millisecond)
 	}
 }

@@ -17,16 +17,17 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/parleyhq/parley/pkg/bus"
-	"github.com/parleyhq/parley/pkg/bus/bustest"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/ratelimit"
-	"github.com/parleyhq/parley/pkg/ratelimit/ratelimittest"
 	"github.com/parleyhq/parley/pkg/secretbox"
-	"github.com/parleyhq/parley/pkg/serviceproc"
 	"github.com/parleyhq/parley/pkg/store"
-	"github.com/parleyhq/parley/pkg/store/storetest"
+	"github.com/parleyhq/parley/testkit/bustest"
+	"github.com/parleyhq/parley/testkit/drilltally"
+	"github.com/parleyhq/parley/testkit/ratelimittest"
+	"github.com/parleyhq/parley/testkit/serviceproc"
+	"github.com/parleyhq/parley/testkit/storetest"
 )
 
 const drillToken = "drill-access-token-0123456789"
@@ -46,6 +47,9 @@ type drillEnv struct {
 	sim    simClient
 	simP   *serviceproc.Process
 	phones int64
+	// accepted is every phone of every batch the stream took (publish
+	// acked): what the drills count at the provider.
+	accepted []string
 }
 
 type drillOptions struct {
@@ -54,6 +58,9 @@ type drillOptions struct {
 	pgURL string
 	// simEnv configures provider-sim (latency, ...).
 	simEnv []string
+	// busCfg is a NATS of the drill's own (the cluster drill's nodes) to
+	// use instead of an embedded server.
+	busCfg *bus.Config
 }
 
 func newDrillEnv(t testing.TB, o drillOptions) *drillEnv {
@@ -78,8 +85,12 @@ func newDrillEnv(t testing.TB, o drillOptions) *drillEnv {
 	}
 	e.cat = catalog.NewStore(e.pool, box)
 
-	e.nats = bustest.NewServer(t)
-	e.busCfg = bustest.Config(e.nats.URL())
+	if o.busCfg != nil {
+		e.busCfg = *o.busCfg
+	} else {
+		e.nats = bustest.NewServer(t)
+		e.busCfg = bustest.Config(e.nats.URL())
+	}
 	if e.nc, err = bus.Connect(e.busCfg, "drill"); err != nil {
 		t.Fatal(err)
 	}
@@ -87,8 +98,16 @@ func newDrillEnv(t testing.TB, o drillOptions) *drillEnv {
 	if e.js, err = bus.JetStream(e.nc); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bus.EnsureStream(e.ctx, e.js, e.busCfg); err != nil {
-		t.Fatal(err)
+	// A cluster just started answers once it has elected its meta leader.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		_, err := bus.EnsureStream(e.ctx, e.js, e.busCfg)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 	e.redis = ratelimittest.Config(t)
 
@@ -149,6 +168,7 @@ func (e *drillEnv) dispatcherEnv(addrVar, addr string, extra ...string) []string
 		addrVar + "=" + addr,
 		"PARLEY_POSTGRES_URL=" + e.dbURL, "PARLEY_POSTGRES_MAX_CONNS=20",
 		"PARLEY_NATS_URL=" + e.busCfg.URL, "PARLEY_NATS_STREAM=" + e.busCfg.Stream, "PARLEY_NATS_SUBJECT_PREFIX=" + e.busCfg.Prefix,
+		"PARLEY_NATS_STREAM_REPLICAS=" + strconv.Itoa(e.busCfg.StreamReplicas),
 		"PARLEY_REDIS_ADDR=" + e.redis.Addr, "PARLEY_REDIS_KEY_PREFIX=" + e.redis.KeyPrefix,
 		"PARLEY_WHATSAPP_BASE_URL=" + e.sim.base, "PARLEY_WHATSAPP_TIMEOUT=2s",
 		"PARLEY_LOG_LEVEL=info", "PARLEY_LOG_FORMAT=console",
@@ -188,6 +208,7 @@ func (e *drillEnv) publishCampaign(s sender, phones []string) (batchID string, a
 	b := &sendsv1.CampaignBatch{BatchId: id, CompanyId: s.company.ID, CampaignId: s.camp.ID, Phones: phones,
 		AcceptedAt: timestamppb.Now(), Source: "api:campaigns/send"}
 	e.publish(e.busCfg.CampaignSubject(s.company.ID), id, b)
+	e.accepted = append(e.accepted, phones...)
 	return id, time.Now()
 }
 
@@ -249,4 +270,26 @@ func (e *drillEnv) count(sql string, args ...any) int {
 		e.t.Fatal(err)
 	}
 	return n
+}
+
+// take counts the accepted contacts at provider-sim, per recipient, and in
+// the messages table (testkit/drilltally).
+func (e *drillEnv) take() drilltally.Tally {
+	e.t.Helper()
+	tl, err := drilltally.Take(e.ctx, drilltally.Sim{URL: e.sim.base}, e.pool, e.accepted)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tl
+}
+
+// settle waits until every accepted contact reached the provider and no
+// message is open, or the time is up, and returns the tally either way.
+func (e *drillEnv) settle(within time.Duration) drilltally.Tally {
+	e.t.Helper()
+	tl, err := drilltally.Settle(e.ctx, drilltally.Sim{URL: e.sim.base}, e.pool, e.accepted, within)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tl
 }

@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,13 +27,26 @@ func campaignBody(id int64, contacts ...string) string {
 	return fmt.Sprintf(`{"campaign_id":%d,"contacts":["%s"]}`, id, strings.Join(contacts, `","`))
 }
 
+// wantDetail checks a {"detail": "..."} answer whole: the status, the
+// JSON Content-Type and the body byte for byte (no other member, nothing
+// after it), as the README and the spec give them.
 func wantDetail(t *testing.T, r response, status int, detail string) {
 	t.Helper()
-	if r.status != status {
-		t.Fatalf("status %d (body %s), want %d", r.status, r.body, status)
+	want, err := json.Marshal(map[string]string{"detail": detail})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := r.json(t)["detail"]; got != detail {
-		t.Fatalf("detail %q, want %q", got, detail)
+	wantBody(t, r, status, string(want))
+}
+
+// wantBody checks an answer's status, JSON Content-Type and exact body.
+func wantBody(t *testing.T, r response, status int, body string) {
+	t.Helper()
+	if r.status != status || string(r.body) != body {
+		t.Fatalf("got %d %s\nwant %d %s", r.status, r.body, status, body)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("Content-Type %q, want application/json", ct)
 	}
 }
 
@@ -111,10 +128,8 @@ func TestForbidden(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.broadcast(bus.KindCompany, strconv.FormatInt(co.company.ID, 10))
-	r := g.post("/api/campaigns/send", co.key, `{}`)
-	if r.status != 403 || !strings.HasPrefix(r.json(t)["detail"].(string), "Workspace not provisioned") {
-		t.Fatalf("not provisioned: %d %s", r.status, r.body)
-	}
+	wantBody(t, g.post("/api/campaigns/send", co.key, `{}`), 403,
+		`{"detail":"Workspace not provisioned: finish setting up your Parley workspace before using the API"}`)
 }
 
 func TestRateLimits(t *testing.T) {
@@ -162,6 +177,59 @@ func TestRateLimits(t *testing.T) {
 	}
 }
 
+// TestBatchStatusRateLimit: GET /api/batches/{id} is limited at 20 per
+// second per company, answered over HTTP as every limited route is.
+func TestBatchStatusRateLimit(t *testing.T) {
+	g := newGateway(t, gwOptions{})
+	co, other := g.provision("acme"), g.provision("other")
+	path := "/api/batches/01900000-0000-7000-8000-000000000000" // no such batch: 404 while allowed
+	for i := range 20 {
+		r := g.do(http.MethodGet, path, co.key, nil)
+		if r.status == 429 {
+			t.Fatalf("request %d of 20 refused", i+1)
+		}
+		wantDetail(t, r, 404, "Batch not found")
+		if r.header.Get("X-RateLimit-Limit") != "20" {
+			t.Fatalf("X-RateLimit-Limit %q", r.header.Get("X-RateLimit-Limit"))
+		}
+	}
+	// The budget refills one request every 50 ms, which a slow machine's
+	// sequential requests can match: a burst outruns it.
+	burst := make([]response, 30)
+	errs := make([]error, len(burst))
+	var wg sync.WaitGroup
+	for i := range burst {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest(http.MethodGet, g.url+path, nil)
+			req.Header.Set("service-api-key", co.key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			burst[i], errs[i] = response{status: resp.StatusCode, header: resp.Header, body: b}, err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(burst, func(r response) bool { return r.status == 429 })
+	if i < 0 {
+		t.Fatalf("30 requests at once past the budget, none refused: first %d %s", burst[0].status, burst[0].body)
+	}
+	r := burst[i]
+	wantBody(t, r, 429, `{"error":"Rate limit exceeded: 20 per 1 second"}`)
+	if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 || r.header.Get("X-RateLimit-Remaining") != "0" {
+		t.Fatalf("Retry-After %q, X-RateLimit-Remaining %q", r.header.Get("Retry-After"), r.header.Get("X-RateLimit-Remaining"))
+	}
+	wantDetail(t, g.do(http.MethodGet, path, other.key, nil), 404, "Batch not found")
+}
+
 // TestOrderOfChecks: 401, 403, 429, 422 (schema), 404, 422 (configuration), 202.
 func TestOrderOfChecks(t *testing.T) {
 	g := newGateway(t, gwOptions{})
@@ -197,9 +265,16 @@ func TestOrderOfChecks(t *testing.T) {
 		t.Fatalf("schema before configuration: %d %s", r.status, r.body)
 	}
 	r := g.post("/api/automations/send", co.key, fmt.Sprintf(`{"automation_id":%d,"contacts":[{"phone":"+393331234567"}]}`, bare.ID))
-	if r.status != 422 || !strings.Contains(string(r.body), "no WhatsApp template selected") || !strings.Contains(string(r.body), "no connected WhatsApp account") {
-		t.Fatalf("misconfigured automation: %d %s", r.status, r.body)
+	wantBody(t, r, 422, fmt.Sprintf(`{"detail":[`+
+		`{"type":"automation_template_missing","loc":["body","automation_id"],"msg":"Automation %[1]d has no WhatsApp template selected","input":%[1]d},`+
+		`{"type":"automation_account_missing","loc":["body","automation_id"],"msg":"Automation %[1]d has no connected WhatsApp account assigned","input":%[1]d}]}`, bare.ID))
+	// No template alone: the account is there and connected.
+	noTpl, err := g.cat.CreateAutomation(ctx, catalog.NewAutomation{CompanyID: co.company.ID, Name: "no-template", Active: true, MessagingAccountID: &co.account.ID})
+	if err != nil {
+		t.Fatal(err)
 	}
+	wantBody(t, g.post("/api/automations/send", co.key, fmt.Sprintf(`{"automation_id":%d,"contacts":[{"phone":"+393331234567"}]}`, noTpl.ID)), 422,
+		fmt.Sprintf(`{"detail":[{"type":"automation_template_missing","loc":["body","automation_id"],"msg":"Automation %[1]d has no WhatsApp template selected","input":%[1]d}]}`, noTpl.ID))
 
 	// Rate limit comes before the schema: exhaust it with invalid bodies.
 	for range 10 {
@@ -292,14 +367,9 @@ func TestAutomationTrigger(t *testing.T) {
 	// Missing trigger variables: one item per contact and variable, among the processed 50 only.
 	cs := []string{`{"phone":"+393330000001","variables":{"other":"x"}}`, `{"phone":"+393330000002"}`, `{"phone":"+393330000003","variables":{"order_id":"1"}}`}
 	r = g.post("/api/automations/send", co.key, body(co.automation.ID, cs))
-	if r.status != 422 {
-		t.Fatalf("missing variables: %d %s", r.status, r.body)
-	}
-	detail := r.json(t)["detail"].([]any)
-	if len(detail) != 2 || fmt.Sprint(detail[0].(map[string]any)["loc"]) != "[body contacts 0 variables order_id]" ||
-		fmt.Sprint(detail[1].(map[string]any)["loc"]) != "[body contacts 1 variables order_id]" {
-		t.Fatalf("items %s", r.body)
-	}
+	wantBody(t, r, 422, `{"detail":[`+
+		`{"type":"missing","loc":["body","contacts",0,"variables","order_id"],"msg":"Field required","input":{"other":"x"}},`+
+		`{"type":"missing","loc":["body","contacts",1,"variables","order_id"],"msg":"Field required","input":{}}]}`)
 
 	// 404: unknown, inactive, not api, another company's.
 	// Each is otherwise sendable (template, connected account), so only the
@@ -327,9 +397,7 @@ func TestAutomationTrigger(t *testing.T) {
 	}
 	g.broadcast(bus.KindAutomation, strconv.FormatInt(co.automation.ID, 10))
 	r = g.post("/api/automations/send", co.key, body(co.automation.ID, one))
-	if r.status != 422 || !strings.Contains(string(r.body), "no connected WhatsApp account") {
-		t.Fatalf("disconnected account: %d %s", r.status, r.body)
-	}
+	wantBody(t, r, 422, fmt.Sprintf(`{"detail":[{"type":"automation_account_missing","loc":["body","automation_id"],"msg":"Automation %[1]d has no connected WhatsApp account assigned","input":%[1]d}]}`, co.automation.ID))
 }
 
 func TestIdempotencyKey(t *testing.T) {
@@ -424,6 +492,12 @@ func TestRedisDownFallsBack(t *testing.T) {
 	// With Redis down an Idempotency-Key cannot be honoured: 503, not 5xx from a crash.
 	if r := g.post("/api/campaigns/send", g.provision("b").key, campaignBody(co.campaign.ID, "+393331234567"), "Idempotency-Key", "x"); r.status != 503 {
 		t.Fatalf("idempotency with Redis down: %d %s", r.status, r.body)
+	}
+	// The gateway stays ready (it serves, with per-replica limits) and says
+	// what it lacks.
+	r = g.do("GET", "/readyz", "", nil)
+	if r.status != 200 || r.json(t)["status"] != "ready" || !strings.Contains(string(r.body), `"degraded":{"redis":`) {
+		t.Fatalf("/readyz with Redis down: %d %s, want 200 naming redis as degraded", r.status, r.body)
 	}
 }
 

@@ -21,16 +21,16 @@ import (
 
 	"github.com/parleyhq/parley/pkg/apikey"
 	"github.com/parleyhq/parley/pkg/bus"
-	"github.com/parleyhq/parley/pkg/bus/bustest"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/ratelimit"
-	"github.com/parleyhq/parley/pkg/ratelimit/ratelimittest"
 	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/pkg/store"
-	"github.com/parleyhq/parley/pkg/store/storetest"
 	"github.com/parleyhq/parley/services/gateway/internal/config"
+	"github.com/parleyhq/parley/testkit/bustest"
+	"github.com/parleyhq/parley/testkit/ratelimittest"
+	"github.com/parleyhq/parley/testkit/storetest"
 )
 
 const (
@@ -274,7 +274,7 @@ func (g *gw) lastBatch(subject string) *jetstream.RawStreamMsg {
 	return m
 }
 
-func redisClient(t *testing.T, g *gw) *redis.Client {
+func redisClient(t *testing.T, g *gw) redis.UniversalClient {
 	t.Helper()
 	rdb := ratelimit.NewRedisClient(g.redis)
 	t.Cleanup(func() { _ = rdb.Close() })

@@ -9,6 +9,7 @@ import (
 
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
 	"github.com/parleyhq/parley/pkg/ops"
+	"github.com/parleyhq/parley/pkg/webhooks/webhooksim"
 	"github.com/parleyhq/parley/services/provider-sim/internal/config"
 )
 
@@ -32,14 +33,22 @@ func newApp(_ context.Context, cfg config.Config, log *zap.Logger) (*app, func()
 	if err != nil {
 		return nil, nil, fmt.Errorf("start simulator: %w", err)
 	}
+	// The webhook test receiver (pkg/webhooks/webhooksim) beside the
+	// simulator: deliveries to /_webhooks/hooks/{name}, its control and
+	// figures at /_webhooks/_control/{name}.
+	recv := webhooksim.New()
 	mux := http.NewServeMux()
 	probe.Register(mux)
+	mux.Handle("/_webhooks/", http.StripPrefix("/_webhooks", recv))
 	mux.Handle("/", sim)
 	server := ops.NewServer(cfg.Addr, mux)
 	// Simulated timeouts hold requests until the client gives up; closing
 	// the simulator when shutdown begins answers them, so that draining
 	// does not wait for them.
-	server.HTTP.RegisterOnShutdown(func() { _ = sim.Close() })
+	server.HTTP.RegisterOnShutdown(func() {
+		_ = sim.Close()
+		recv.Close()
+	})
 
 	log.Info("simulator configured",
 		zap.Int("accounts", len(simCfg.Accounts)),

@@ -87,9 +87,11 @@ func TestServiceServesSendsProbesAndShutsDown(t *testing.T) {
 
 	// A request hanging in a simulated timeout must not hold shutdown.
 	req, _ := http.NewRequest(http.MethodPatch, base+"/_sim/faults", strings.NewReader(`{"timeout_rate":1}`))
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("switch timeouts on: %v %v", resp, err)
 	}
+	resp.Body.Close() // else its connection's goroutines outlive the test
 	hung := make(chan error, 1)
 	go func() {
 		_, err := cl.SendTemplate(context.Background(), whatsapp.Account{PhoneNumberID: "5550001", AccessToken: "tok-a"}, tpl, to, whatsapp.Overrides{})

@@ -44,7 +44,9 @@ type CampaignBatch struct {
 	// expands the segment's members at send time.
 	SegmentId      int64  `protobuf:"varint,8,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
 	IdempotencyKey string `protobuf:"bytes,9,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	// What asked for it, for the record: "api:campaigns/send", "connector:shopify".
+	// What asked for it, for the record: "api:campaigns_send" (also when empty;
+	// the older spelling "api:campaigns/send" reads the same). bus.DescribeBatch
+	// decides a batch's kind and source from its message type and this field.
 	Source string `protobuf:"bytes,10,opt,name=source,proto3" json:"source,omitempty"`
 	// The segment's size when the send was accepted (the 202's contacts);
 	// zero for a send to phones, whose count is len(phones).
@@ -166,7 +168,8 @@ type AutomationBatch struct {
 	BatchId      string                 `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
 	CompanyId    int64                  `protobuf:"varint,2,opt,name=company_id,json=companyId,proto3" json:"company_id,omitempty"`
 	AutomationId int64                  `protobuf:"varint,3,opt,name=automation_id,json=automationId,proto3" json:"automation_id,omitempty"`
-	// Only the contacts to process (the first 50 of the request).
+	// Only the contacts to process (the first 50 of the request), one per
+	// number: the first entry of each.
 	Contacts []*AutomationContact `protobuf:"bytes,4,rep,name=contacts,proto3" json:"contacts,omitempty"`
 	// Request-level media and URL-button overrides; empty means not given.
 	ImageUrl       string                 `protobuf:"bytes,5,opt,name=image_url,json=imageUrl,proto3" json:"image_url,omitempty"`
@@ -175,9 +178,11 @@ type AutomationBatch struct {
 	Url2           string                 `protobuf:"bytes,8,opt,name=url2,proto3" json:"url2,omitempty"`
 	AcceptedAt     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=accepted_at,json=acceptedAt,proto3" json:"accepted_at,omitempty"`
 	IdempotencyKey string                 `protobuf:"bytes,10,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	Source         string                 `protobuf:"bytes,11,opt,name=source,proto3" json:"source,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// "api:automations_send" (also when empty), or "connector:<name>" for a
+	// connector whose target is the automation.
+	Source        string `protobuf:"bytes,11,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AutomationBatch) Reset() {
@@ -385,15 +390,14 @@ type MessageBatch struct {
 	// UUIDv7, also the Nats-Msg-Id of the publish.
 	BatchId   string `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
 	CompanyId int64  `protobuf:"varint,2,opt,name=company_id,json=companyId,proto3" json:"company_id,omitempty"`
-	// In request order; a phone may appear more than once (each entry is its
-	// own message).
+	// In request order, one per number: the first entry of each.
 	Messages []*BatchMessage `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
 	IsForced bool            `protobuf:"varint,4,opt,name=is_forced,json=isForced,proto3" json:"is_forced,omitempty"`
 	// Unset: send now. Set: not before this instant (UTC).
 	ScheduledAt    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=scheduled_at,json=scheduledAt,proto3" json:"scheduled_at,omitempty"`
 	AcceptedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=accepted_at,json=acceptedAt,proto3" json:"accepted_at,omitempty"`
 	IdempotencyKey string                 `protobuf:"bytes,7,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	// What asked for it: "api:batch_send", "connector:shopify".
+	// What asked for it: "api:batch_send" (also when empty), "connector:shopify".
 	Source        string `protobuf:"bytes,8,opt,name=source,proto3" json:"source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

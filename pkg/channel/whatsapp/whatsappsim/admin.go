@@ -17,6 +17,7 @@ import (
 //	GET    /_sim/stats                             Stats
 //	GET    /_sim/messages?to=&phone_number_id=&limit=   received messages, oldest first
 //	GET    /_sim/recipients?min=2&limit=           recipients by send count (duplicates)
+//	POST   /_sim/recipients/counts                 {"to":[...]}: each one's send count, 0 included
 //	POST   /_sim/reset                             Reset
 //	GET    /_sim/faults, PATCH /_sim/faults        fault switches (PATCH merges)
 //	POST   /_sim/replies                           a user's reply, posted signed to the callback URL
@@ -33,6 +34,7 @@ func (s *Sim) routes() *http.ServeMux {
 	mux.HandleFunc("GET /_sim/stats", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, s.Stats()) })
 	mux.HandleFunc("GET /_sim/messages", s.handleMessages)
 	mux.HandleFunc("GET /_sim/recipients", s.handleRecipients)
+	mux.HandleFunc("POST /_sim/recipients/counts", s.handleRecipientCounts)
 	mux.HandleFunc("POST /_sim/reset", func(w http.ResponseWriter, _ *http.Request) {
 		s.Reset()
 		writeJSON(w, http.StatusOK, map[string]string{"status": "reset"})
@@ -127,6 +129,25 @@ func (s *Sim) handleRecipients(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.Recipients(int64(minCount), min(max(limit, 1), 10_000)))
+}
+
+// MaxCountsLookup is the most recipients one POST /_sim/recipients/counts
+// names; a caller with more asks in several requests.
+const MaxCountsLookup = 10_000
+
+func (s *Sim) handleRecipientCounts(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		To []string `json:"to"`
+	}
+	if err := decodeStrict(r, &body); err != nil {
+		writeDetail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if len(body.To) > MaxCountsLookup {
+		writeDetail(w, http.StatusBadRequest, fmt.Sprintf("at most %d recipients per request", MaxCountsLookup))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"counts": s.SendCounts(body.To)})
 }
 
 type faultsView struct {

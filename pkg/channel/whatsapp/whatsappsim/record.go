@@ -122,6 +122,17 @@ func (r *recorder) count(to string) int64 {
 	return r.counts[strings.TrimPrefix(to, "+")]
 }
 
+// countsOf is each recipient's count, in the order given.
+func (r *recorder) countsOf(tos []string) []RecipientCount {
+	out := make([]RecipientCount, len(tos))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, to := range tos {
+		out[i] = RecipientCount{To: to, Count: r.counts[strings.TrimPrefix(to, "+")]}
+	}
+	return out
+}
+
 // recipients lists recipients with at least minCount sends, most first.
 func (r *recorder) recipients(minCount int64, limit int) []RecipientCount {
 	if limit <= 0 {
@@ -295,6 +306,10 @@ func (s *Sim) Messages(f Filter) []Received { return s.rec.messages(f) }
 // SendCount is how many accepted sends went to one recipient (digits, a
 // leading '+' is ignored).
 func (s *Sim) SendCount(to string) int64 { return s.rec.count(to) }
+
+// SendCounts is SendCount of each recipient, in the order given (under one
+// lock, so that the counts are of one moment).
+func (s *Sim) SendCounts(tos []string) []RecipientCount { return s.rec.countsOf(tos) }
 
 // Recipients lists the recipients with at least minCount accepted sends,
 // the most sent to first, at most limit (0 means 100) of them.

@@ -286,6 +286,32 @@ func TestInspection(t *testing.T) {
 	if len(dups) != 2 || dups[0].Count != 2 || dups[1].Count != 2 {
 		t.Errorf("recipients with 2+ sends = %+v", dups)
 	}
+	// Counts of named recipients, never-received ones included, in order.
+	resp, err := http.Post(e.srv.URL+"/_sim/recipients/counts", "application/json",
+		strings.NewReader(`{"to":["`+b.Phone+`","+19990000000","`+strings.TrimPrefix(a.Phone, "+")+`"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counts struct {
+		Counts []whatsappsim.RecipientCount `json:"counts"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&counts)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || fmt.Sprint(counts.Counts) != fmt.Sprintf("[{%s 2} {+19990000000 0} {%s 2}]", b.Phone, strings.TrimPrefix(a.Phone, "+")) {
+		t.Errorf("recipient counts: %d %+v %v", resp.StatusCode, counts, err)
+	}
+	tooMany := `{"to":[` + strings.TrimSuffix(strings.Repeat(`"+1",`, whatsappsim.MaxCountsLookup+1), ",") + `]}`
+	for _, bad := range []string{`{"phones":[]}`, tooMany} {
+		resp, err := http.Post(e.srv.URL+"/_sim/recipients/counts", "application/json", strings.NewReader(bad))
+		if err != nil {
+			t.Fatalf("bad counts request %.40s: %v", bad, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 400 {
+			t.Errorf("bad counts request %.40s: %d, want 400", bad, resp.StatusCode)
+		}
+	}
+
 	var st whatsappsim.Stats
 	getJSON(t, e.srv.URL+"/_sim/stats", &st)
 	if st.Accepted != 4 || st.Recipients != 2 || st.DuplicateRecipients != 2 || st.MaxPerRecipient != 2 || st.Buffered != 4 {
@@ -295,7 +321,7 @@ func TestInspection(t *testing.T) {
 		t.Errorf("rate = %v", st.AcceptedPerSecond)
 	}
 
-	resp, err := http.Post(e.srv.URL+"/_sim/reset", "application/json", nil)
+	resp, err = http.Post(e.srv.URL+"/_sim/reset", "application/json", nil)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("reset: %v %v", resp, err)
 	}

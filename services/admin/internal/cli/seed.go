@@ -198,6 +198,16 @@ func (e *env) seed(ctx context.Context) (seedView, error) {
 		return seedView{}, err
 	}
 	v.TemplateID = tpl.ID
+	if !hasVariableDefault(tpl.Template, demoVariable) {
+		// Templates are immutable (they mirror what the provider approved
+		// and past messages were rendered from them), so seed does not
+		// rewrite one it finds; it says what that means and how to get the
+		// current demo.
+		e.warnf("the demo template %q (id %d) was made by an older seed: its %s variable has no default, so a campaign to a contact "+
+			"without %s fails to render (the message ends failed); send %s in the contacts' variables, or recreate the database "+
+			"(parleyctl migrate --create-database on a new PARLEY_POSTGRES_URL, or drop it) and seed again",
+			demoTemplateName, tpl.ID, demoVariable, demoVariable, demoVariable)
+	}
 
 	camp, err := seedCampaign(ctx, cat, co, tpl.ID, acct.ID)
 	if err != nil {
@@ -336,6 +346,17 @@ func seedTemplate(ctx context.Context, cat *catalog.Store, co catalog.Company) (
 		},
 		URLButtons: []whatsapp.URLButton{{Base: demoButtonBase, DefaultSuffix: demoButtonSuffix}},
 	}})
+}
+
+// hasVariableDefault reports whether every body parameter bound to the
+// variable name has a default.
+func hasVariableDefault(t whatsapp.Template, name string) bool {
+	for _, b := range t.BodyParameters {
+		if b.Source == "variable" && b.Name == name && b.Default == "" {
+			return false
+		}
+	}
+	return true
 }
 
 func seedCampaign(ctx context.Context, cat *catalog.Store, co catalog.Company, templateID, accountID int64) (catalog.Campaign, error) {

@@ -222,3 +222,31 @@ func TestSeedConvergesAndNeverShowsWhatItDidNotMake(t *testing.T) {
 		t.Fatalf("stderr %q: want a warning that the demo account's token does not match", r.stderr)
 	}
 }
+
+// TestSeedWarnsOfAnOldDemoTemplate: a database seeded before the demo
+// template's order_id variable had a default keeps its template (templates
+// are not rewritten); seed says what that means and how to get the current
+// one, and a fresh seed says nothing.
+func TestSeedWarnsOfAnOldDemoTemplate(t *testing.T) {
+	s := newStack(t)
+	var v seedView
+	s.jsonOK(&v, "seed")
+	if r := s.ok("seed"); strings.Contains(r.stderr, "older seed") {
+		t.Fatalf("a current demo template was warned about: %q", r.stderr)
+	}
+	// What the seed before the default made.
+	if _, err := s.pool.Exec(context.Background(), `UPDATE templates SET body_parameters = $1::jsonb WHERE id = $2`,
+		`[{"source":"first_name","default":"there"},{"source":"variable","name":"order_id"}]`, v.TemplateID); err != nil {
+		t.Fatal(err)
+	}
+	r := s.ok("seed")
+	if !strings.Contains(r.stderr, fmt.Sprintf(`warning: the demo template "order_update" (id %d) was made by an older seed: its order_id variable has no default`, v.TemplateID)) ||
+		!strings.Contains(r.stderr, "recreate the database") {
+		t.Fatalf("stderr %q: want the old template named, with the way out", r.stderr)
+	}
+	var again seedView
+	s.jsonOK(&again, "seed")
+	if again.TemplateID != v.TemplateID {
+		t.Fatalf("seed replaced the template (%d -> %d)", v.TemplateID, again.TemplateID)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/parleyhq/parley/pkg/batchctl"
+	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/delivery"
 )
 
@@ -129,6 +130,7 @@ func scanBatch(row pgx.Row) (Batch, error) {
 	var b Batch
 	err := row.Scan(&b.ID, &b.Kind, &b.Name, &b.Source, &b.Status, &b.Error, &b.ContactCount, &b.IsForced,
 		&b.AcceptedAt, &b.ScheduledAt, &b.CompletedAt, &b.CancelledAt, &b.Counts)
+	b.Source = string(bus.ParseSource(b.Source)) // a legacy spelling reads as the canonical one
 	return b, err
 }
 

@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -54,10 +55,10 @@ func main() {
 	case "capacity":
 		err = capacity(ctx, os.Args[2:])
 	default:
-		err = throughput(ctx, os.Args[1:])
+		err, sub = throughput(ctx, os.Args[1:]), ""
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "gateway-bench %s: %v\n", sub, err)
+		fmt.Fprintf(os.Stderr, "%s: %v\n", strings.TrimSpace("gateway-bench "+sub), err)
 		os.Exit(1)
 	}
 }
@@ -71,6 +72,7 @@ func throughput(ctx context.Context, args []string) error {
 	fs.DurationVar(&o.Measure, "measure", 10*time.Second, "measured time per scenario")
 	fs.IntVar(&o.Rounds, "rounds", 3, "alternating floor and gateway runs at 10 contacts (the median ratio is reported)")
 	fs.StringVar(&o.GatewayBinary, "gateway", "", "gateway binary (default: built from this module)")
+	fs.DurationVar(&o.RedisTimeout, "redis-timeout", time.Second, "the gateway's PARLEY_REDIS_TIMEOUT: every limit decision must be Redis's (a fallback fails the run); 50ms is production's")
 	_ = fs.Parse(args)
 	return loadtest.Bench(ctx, o, os.Stdout)
 }

@@ -170,14 +170,15 @@ type Limiter interface {
 	Allow(ctx context.Context, key string, lim ratelimit.Limit) ratelimit.Result
 }
 
-// limit applies a route's limit per company, after auth (spec 7.3 order).
+// limit applies a route's limit per company, after auth (spec 7.3 order),
+// on the key ratelimit.CompanyKey gives (all of a company's limits in one
+// Redis Cluster slot).
 // Every limited response carries the X-RateLimit-* headers.
 func limit(l Limiter, r Route) gin.HandlerFunc {
 	tooMany := []byte(`{"error":"Rate limit exceeded: ` + r.Limit.String() + `"}`)
-	prefix := r.Name + ":"
 	return func(c *gin.Context) {
 		p := principal(c)
-		res := l.Allow(c.Request.Context(), prefix+strconv.FormatInt(p.CompanyID, 10), r.Limit)
+		res := l.Allow(c.Request.Context(), ratelimit.CompanyKey(p.CompanyID, r.Name), r.Limit)
 		res.SetHeaders(c.Writer.Header())
 		if !res.Allowed {
 			writeJSON(c, http.StatusTooManyRequests, tooMany)

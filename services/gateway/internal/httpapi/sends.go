@@ -117,7 +117,7 @@ func accept[T any](h *handlers, c *gin.Context, route Route,
 		return
 	}
 	p := principal(c)
-	meta := sends.Meta{CompanyID: p.CompanyID, Source: "api:" + route.Name}
+	meta := sends.Meta{CompanyID: p.CompanyID}
 	ctx := c.Request.Context()
 
 	claim, done := h.claimKey(c, route, p.CompanyID, body)
@@ -225,13 +225,11 @@ func (h *handlers) sendBatch(c *gin.Context) {
 	accept(h, c, RouteBatchSend, decodeBatchSend, h.sends.SendBatch)
 }
 
-// sendViaConnector serves POST /api/{connector}/send. Its batches record
-// the connector as their source ("connector:shopify").
+// sendViaConnector serves POST /api/{connector}/send.
 func (h *handlers) sendViaConnector(c *gin.Context) {
 	name := c.Param("connector")
 	accept(h, c, RouteConnectorSend, decodeConnectorSend,
 		func(ctx context.Context, m sends.Meta, req sends.ConnectorSend) (sends.Accepted, error) {
-			m.Source = sends.ConnectorSource(name)
 			return h.sends.SendViaConnector(ctx, m, name, req)
 		})
 }

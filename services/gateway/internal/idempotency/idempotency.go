@@ -61,7 +61,7 @@ type Record struct {
 
 // Store keeps records under a key prefix.
 type Store struct {
-	rdb       *redis.Client
+	rdb       redis.UniversalClient
 	prefix    string
 	retention time.Duration
 	inFlight  time.Duration
@@ -69,7 +69,7 @@ type Store struct {
 
 // New returns a store. retention is how long a completed key replays (24 h);
 // inFlight bounds how long a crashed request can hold its key.
-func New(rdb *redis.Client, prefix string, retention, inFlight time.Duration) *Store {
+func New(rdb redis.UniversalClient, prefix string, retention, inFlight time.Duration) *Store {
 	return &Store{rdb: rdb, prefix: prefix + "idem:", retention: retention, inFlight: inFlight}
 }
 
@@ -103,7 +103,9 @@ func Normalize(v string) string {
 }
 
 // Keys are stored per company and endpoint, hashed so that any header value
-// makes a safe Redis key.
+// makes a safe Redis key. Unlike the rate-limit keys they carry no
+// {c:<company>} hash tag: each is used alone, and a busy company's day of
+// keys spread over a Redis Cluster's slots rather than filling one node.
 func (s *Store) redisKey(companyID int64, route, key string) string {
 	h := sha256.Sum256([]byte(key))
 	return s.prefix + strconv.FormatInt(companyID, 10) + ":" + route + ":" + hex.EncodeToString(h[:16])

@@ -15,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/parleyhq/parley/pkg/bus"
-	"github.com/parleyhq/parley/pkg/serviceproc"
+	"github.com/parleyhq/parley/testkit/serviceproc"
 )
 
 // BenchOptions are the knobs of make bench-gateway.
@@ -27,6 +27,11 @@ type BenchOptions struct {
 	GatewayBinary string
 	// Rounds alternates floor and gateway runs at 10 contacts this many times.
 	Rounds int
+	// RedisTimeout is the gateway's PARLEY_REDIS_TIMEOUT. The bench measures
+	// every decision made in Redis: a scheduling stall of a shared machine
+	// past the production 50 ms would make the limiter decide locally, which
+	// fails the run; a longer bound shows the stall as latency instead.
+	RedisTimeout time.Duration
 }
 
 // Where the local servers are; PARLEY_* variables override them as they do
@@ -45,6 +50,9 @@ func envOr(k, def string) string {
 
 // Bench runs the floor and the gateway scenarios and writes a report to w.
 // Everything it creates (database, streams, Redis keys) is removed after.
+// It returns an error, and so make bench-gateway fails, when a measured run
+// got any answer but 202 or the gateway's rate limiter fell back
+// (parley_ratelimit_fallback_total moved).
 func Bench(ctx context.Context, o BenchOptions, w io.Writer) error {
 	sc, err := newScratch(ctx, "bench", o.Companies, w)
 	if err != nil {
@@ -64,9 +72,12 @@ func Bench(ctx context.Context, o BenchOptions, w io.Writer) error {
 		return s.Purge(ctx)
 	}
 	env := append(sc.env(busCfg), "PARLEY_GATEWAY_ACCESS_LOG=false")
+	if o.RedisTimeout > 0 {
+		env = append(env, "PARLEY_REDIS_TIMEOUT="+o.RedisTimeout.String())
+	}
 
-	fmt.Fprintf(w, "load: %d connections, %s warm-up, %s measured per scenario, %d companies, %d rounds\n",
-		o.Conns, o.Warmup, o.Measure, o.Companies, o.Rounds)
+	fmt.Fprintf(w, "load: %d connections, %s warm-up, %s measured per scenario, %d companies, %d rounds; gateway PARLEY_REDIS_TIMEOUT=%s\n",
+		o.Conns, o.Warmup, o.Measure, o.Companies, o.Rounds, o.RedisTimeout)
 	// The floor and the gateway run side by side as separate processes; the
 	// load alternates between them round by round, so that whatever else the
 	// machine is doing weighs on both alike.
@@ -110,21 +121,45 @@ func Bench(ctx context.Context, o BenchOptions, w io.Writer) error {
 	}
 	defer func() { _ = gw.Stop() }()
 
+	// measured drives one scenario and fails it on any answer but 202 and,
+	// on the gateway, on any rate-limit fallback: throughput of wrong
+	// answers, or of a limiter that skipped Redis, is not the figure.
+	measured := func(name, addr string, reqs []Request, pid int, gateway bool) (Result, error) {
+		var guard fallbackGuard
+		if gateway {
+			if guard, err = guardFallbacks(ctx, addr); err != nil {
+				return Result{}, fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		res, err := Run(ctx, addr, "/api/campaigns/send", reqs, o.Conns, o.Warmup, o.Measure, pid)
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", name, err)
+		}
+		fmt.Fprintf(w, "%s: %s\n        cpu/req by process: %s\n", name, res, res.ByCommand)
+		if err := res.Wrong(); err != nil {
+			return res, fmt.Errorf("%s: %w", name, err)
+		}
+		if gateway {
+			if err := guard.check(ctx); err != nil {
+				return res, fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		return res, nil
+	}
+
 	var ratios, floorP99, gwP99 []float64
 	for round := 1; round <= o.Rounds; round++ {
-		floorRes, err := Run(ctx, floorAddr, "/api/campaigns/send", small, o.Conns, o.Warmup, o.Measure, floor.Pid())
+		floorRes, err := measured(fmt.Sprintf("round %d floor    10 contacts", round), floorAddr, small, floor.Pid(), false)
 		if err != nil {
-			return fmt.Errorf("floor: %w", err)
+			return err
 		}
-		fmt.Fprintf(w, "round %d floor    10 contacts: %s\n        cpu/req by process: %s\n", round, floorRes, floorRes.ByCommand)
 		if err := purge(); err != nil {
 			return err
 		}
-		gwRes, err := Run(ctx, gwAddr, "/api/campaigns/send", small, o.Conns, o.Warmup, o.Measure, gw.Pid())
+		gwRes, err := measured(fmt.Sprintf("round %d gateway  10 contacts", round), gwAddr, small, gw.Pid(), true)
 		if err != nil {
-			return fmt.Errorf("gateway 10 contacts: %w", err)
+			return err
 		}
-		fmt.Fprintf(w, "round %d gateway  10 contacts: %s\n        cpu/req by process: %s\n", round, gwRes, gwRes.ByCommand)
 		if err := purge(); err != nil {
 			return err
 		}
@@ -132,11 +167,9 @@ func Bench(ctx context.Context, o BenchOptions, w io.Writer) error {
 		floorP99, gwP99 = append(floorP99, ms(floorRes.P99)), append(gwP99, ms(gwRes.P99))
 		fmt.Fprintf(w, "round %d ratio gateway/floor: %.2fx req/s; p99 %.2f ms vs %.2f ms\n", round, ratios[len(ratios)-1], ms(gwRes.P99), ms(floorRes.P99))
 	}
-	gwLarge, err := Run(ctx, gwAddr, "/api/campaigns/send", large, o.Conns, o.Warmup, o.Measure, gw.Pid())
-	if err != nil {
-		return fmt.Errorf("gateway 1000 contacts: %w", err)
+	if _, err := measured("gateway 1000 contacts", gwAddr, large, gw.Pid(), true); err != nil {
+		return err
 	}
-	fmt.Fprintf(w, "gateway 1000 contacts: %s\n", gwLarge)
 	fmt.Fprintf(w, "median over %d rounds at 10 contacts: gateway/floor %.2fx req/s (target >= 1.20x); p99 gateway %.2f ms vs floor %.2f ms (target: no worse)\n",
 		o.Rounds, median(ratios), median(gwP99), median(floorP99))
 	return nil

@@ -12,8 +12,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
 	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -28,9 +28,13 @@ type Request struct {
 	Contacts int
 }
 
-// Result is what a run measured.
+// Result is what a run measured. Throughput (ReqPerSec, ContactsSec)
+// counts only the expected answer, 202; Wrong says whether any other
+// answer came.
 type Result struct {
+	// Requests is every answer in the window; Accepted the 202s.
 	Requests    int
+	Accepted    int
 	Contacts    int
 	Duration    time.Duration
 	Statuses    map[int]int
@@ -165,13 +169,33 @@ func runWindow(ctx context.Context, addr, path string, reqs []Request, conns int
 	res.P50 = all[len(all)/2]
 	res.P99 = all[len(all)*99/100]
 	res.Max = all[len(all)-1]
-	res.ReqPerSec = float64(res.Requests) / measure.Seconds()
+	res.Accepted = res.Statuses[http.StatusAccepted]
+	res.ReqPerSec = float64(res.Accepted) / measure.Seconds()
 	res.ContactsSec = float64(res.Contacts) / measure.Seconds()
 	if server, machine := spent(); pid > 0 {
 		res.ServerCPU, res.MachineCPU = server/time.Duration(res.Requests), machine/time.Duration(res.Requests)
 	}
 	res.ByCommand = breakdown(cmdBefore, cmdAfter, res.Requests)
 	return res, nil
+}
+
+// Wrong is nil when every request of the window was answered 202, else
+// says what else came: a benchmark of wrong answers measures nothing.
+func (r Result) Wrong() error { return wrongAnswers(r.Requests+r.Errors, r.Statuses, r.Errors) }
+
+func wrongAnswers(total int, statuses map[int]int, errs int) error {
+	bad := map[int]int{}
+	n := errs
+	for s, c := range statuses {
+		if s != http.StatusAccepted {
+			bad[s] = c
+			n += c
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of %d requests were not answered 202: statuses %v, connection errors %d", n, total, bad, errs)
 }
 
 func appendRequest(b []byte, host, path string, r Request) []byte {
@@ -253,6 +277,9 @@ type Load struct {
 	Errors   int
 	Duration time.Duration
 }
+
+// Wrong is nil when every request of the load was answered 202.
+func (l Load) Wrong() error { return wrongAnswers(l.Requests, l.Statuses, l.Errors) }
 
 func (l Load) String() string {
 	return fmt.Sprintf("%d requests in %s (%.0f req/s), statuses %v, errors %d",

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/pkg/apikey"
-	"github.com/parleyhq/parley/pkg/serviceproc"
+	"github.com/parleyhq/parley/testkit/serviceproc"
 )
 
 // RevokeOptions are the knobs of make bench-revoke.
@@ -47,7 +47,9 @@ const pollTimeout = 10 * time.Second
 // tight loop on a connection of its own). Then the same with the broadcast
 // lost: gateways that listen on other subjects than the admin broadcasts on,
 // where the cache TTL alone must end the key. Everything it creates is
-// removed after. It returns an error when the target is missed.
+// removed after. It returns an error when the target is missed, when the
+// background load got any answer but 202, or when a gateway's rate limiter
+// fell back (parley_ratelimit_fallback_total moved).
 func RevokeBench(ctx context.Context, o RevokeOptions, w io.Writer) error {
 	victims := o.Rounds + o.FallbackRounds
 	sc, err := newScratch(ctx, "revoke", o.Companies+victims, w)
@@ -178,6 +180,14 @@ func (s scenario) run(ctx context.Context, w io.Writer) (timings, error) {
 		defer func() { _ = p.Stop() }()
 		addrs[i] = addr
 	}
+	guards := make([]fallbackGuard, len(addrs))
+	for i, addr := range addrs {
+		g, err := guardFallbacks(ctx, addr)
+		if err != nil {
+			return nil, fmt.Errorf("%s: gateway %d: %w", s.name, i+1, err)
+		}
+		guards[i] = g
+	}
 
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	loads := make([]Load, len(addrs))
@@ -212,7 +222,18 @@ func (s scenario) run(ctx context.Context, w io.Writer) (timings, error) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	stopAndReport()
-	return got, errors.Join(loadErrs...)
+	// The background load's keys are never revoked: every answer must be a
+	// 202, and no gateway's limiter may have fallen back.
+	errs := loadErrs
+	for i, l := range loads {
+		if err := l.Wrong(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: load on gateway %d: %w", s.name, i+1, err))
+		}
+		if err := guards[i].check(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("%s: gateway %d: %w", s.name, i+1, err))
+		}
+	}
+	return got, errors.Join(errs...)
 }
 
 // round revokes one key: every gateway has it cached as valid first; then

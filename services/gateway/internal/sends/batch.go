@@ -41,23 +41,24 @@ type BatchSend struct {
 // SendBatch accepts a batch send: every campaign, template and messaging
 // account a message names must be the company's (else a *RefNotFoundError
 // naming the first message that names an unknown one), and every account
-// named directly must be connected (else a *ConfigError). Each entry is one
-// message, duplicates included. The campaign dispatcher sends them under
+// named directly must be connected (else a *ConfigError). Each number is
+// sent one message, its first entry's: later entries of a number are
+// dropped (phone.FirstOfEach). The campaign dispatcher sends them under
 // campaign rules (opt-out, delivery hours) unless IsForced.
 func (s *Service) SendBatch(ctx context.Context, m Meta, req BatchSend) (Accepted, error) {
 	if err := s.checkBatch(ctx, m.CompanyID, req.Messages); err != nil {
 		return Accepted{}, err
 	}
-	msgs := make([]*sendsv1.BatchMessage, len(req.Messages))
-	for i, bm := range req.Messages {
-		p, _ := phone.Normalize(bm.Phone) // validated already
+	kept, phones, _ := phone.FirstOfEach(req.Messages, func(bm BatchMessage) string { return bm.Phone }) // validated already
+	msgs := make([]*sendsv1.BatchMessage, len(kept))
+	for i, bm := range kept {
 		msgs[i] = &sendsv1.BatchMessage{
-			Phone: p, CampaignId: bm.CampaignID, TemplateId: bm.TemplateID, MessagingAccountId: bm.AccountID,
+			Phone: phones[i], CampaignId: bm.CampaignID, TemplateId: bm.TemplateID, MessagingAccountId: bm.AccountID,
 			FirstName: bm.FirstName, LastName: bm.LastName, Variables: bm.Variables,
 			ImageUrl: bm.ImageURL, VideoUrl: bm.VideoURL, Url: bm.URL, Url2: bm.URL2,
 		}
 	}
-	return s.publishMessages(ctx, m, msgs, req.IsForced, req.ScheduledAt)
+	return s.publishMessages(ctx, m, bus.SourceBatchSend, msgs, req.IsForced, req.ScheduledAt)
 }
 
 // checkBatch looks every record up once, in message order.
@@ -110,8 +111,8 @@ func (s *Service) checkBatch(ctx context.Context, companyID int64, msgs []BatchM
 	return nil
 }
 
-// publishMessages hands a MessageBatch to the campaign dispatcher.
-func (s *Service) publishMessages(ctx context.Context, m Meta, msgs []*sendsv1.BatchMessage, forced bool, at *time.Time) (Accepted, error) {
+// publishMessages hands a MessageBatch from source to the campaign dispatcher.
+func (s *Service) publishMessages(ctx context.Context, m Meta, source bus.Source, msgs []*sendsv1.BatchMessage, forced bool, at *time.Time) (Accepted, error) {
 	now := s.now().UTC()
 	batchID, err := s.batchID(m)
 	if err != nil {
@@ -124,7 +125,7 @@ func (s *Service) publishMessages(ctx context.Context, m Meta, msgs []*sendsv1.B
 		IsForced:       forced,
 		AcceptedAt:     timestamppb.New(now),
 		IdempotencyKey: m.IdempotencyKey,
-		Source:         m.Source,
+		Source:         string(source),
 	}
 	scheduled := future(at, now)
 	if scheduled != nil {
@@ -135,12 +136,6 @@ func (s *Service) publishMessages(ctx context.Context, m Meta, msgs []*sendsv1.B
 	}
 	return Accepted{BatchID: batchID, Contacts: len(msgs)}, nil
 }
-
-// connectorSource starts the Meta.Source of a connector send.
-const connectorSource = "connector:"
-
-// ConnectorSource is the Meta.Source of a send through the named connector.
-func ConnectorSource(name string) string { return connectorSource + name }
 
 // ConnectorSend is a validated connector send: the automation trigger's
 // body without automation_id.
@@ -157,11 +152,11 @@ type ConnectorSend struct {
 //     POST /api/automations/send triggers it (first 50 contacts, contacts
 //     created and merged, rules bypassed, trigger variables required);
 //   - a target campaign is sent to the contacts as a batch send (up to 1000,
-//     one message per phone, later entries of a phone overriding earlier
-//     ones as in a trigger), under campaign rules, never forced; names,
-//     variables and media personalise the message only.
+//     one message per number, its first entry's as in a trigger), under
+//     campaign rules, never forced; names, variables and media personalise
+//     the message only.
 //
-// m.Source must be ConnectorSource(name).
+// Its batches record bus.ConnectorSource(name) as their source.
 func (s *Service) SendViaConnector(ctx context.Context, m Meta, name string, req ConnectorSend) (Accepted, error) {
 	conn, err := s.catalog.Connector(ctx, m.CompanyID, name)
 	if errors.Is(err, catalog.ErrNotFound) || (err == nil && !conn.Connected) {
@@ -181,40 +176,28 @@ func (s *Service) SendViaConnector(ctx context.Context, m Meta, name string, req
 		if err != nil {
 			return Accepted{}, fmt.Errorf("load automation %d: %w", *conn.TargetAutomationID, err)
 		}
-		return s.trigger(ctx, m, au, AutomationTrigger{AutomationID: au.ID, Contacts: req.Contacts,
+		return s.trigger(ctx, m, bus.ConnectorSource(name), au, AutomationTrigger{AutomationID: au.ID, Contacts: req.Contacts,
 			ImageURL: req.ImageURL, VideoURL: req.VideoURL, URL: req.URL, URL2: req.URL2}, where, name)
 	case conn.TargetCampaignID != nil:
-		return s.publishMessages(ctx, m, campaignMessages(*conn.TargetCampaignID, req), false, nil)
+		return s.publishMessages(ctx, m, bus.ConnectorSource(name), campaignMessages(*conn.TargetCampaignID, req), false, nil)
 	}
 	return Accepted{}, &ConfigError{Problems: []Problem{{Type: "connector_target_missing", Loc: where,
 		Msg: fmt.Sprintf("Connector %s has no target automation or campaign", name), Input: name}}}
 }
 
 // campaignMessages turns a connector send into one campaign message per
-// phone, merging repeated phones in order as a trigger does.
+// number, its first entry's (phone.FirstOfEach), as a trigger does.
 func campaignMessages(campaignID int64, req ConnectorSend) []*sendsv1.BatchMessage {
-	var out []*sendsv1.BatchMessage
-	byPhone := map[string]*sendsv1.BatchMessage{}
-	for _, c := range req.Contacts {
-		p, _ := phone.Normalize(c.Phone) // validated already
-		bm := byPhone[p]
-		if bm == nil {
-			bm = &sendsv1.BatchMessage{Phone: p, CampaignId: campaignID, ImageUrl: req.ImageURL, VideoUrl: req.VideoURL,
-				Url: req.URL, Url2: req.URL2}
-			byPhone[p] = bm
-			out = append(out, bm)
-		}
+	kept, phones, _ := phone.FirstOfEach(req.Contacts, func(c AutomationContact) string { return c.Phone }) // validated already
+	out := make([]*sendsv1.BatchMessage, len(kept))
+	for i, c := range kept {
+		bm := &sendsv1.BatchMessage{Phone: phones[i], CampaignId: campaignID, ImageUrl: req.ImageURL, VideoUrl: req.VideoURL,
+			Url: req.URL, Url2: req.URL2, Variables: c.Variables}
 		if c.FirstName != nil && *c.FirstName != "" {
 			bm.FirstName = c.FirstName
 		}
 		if c.LastName != nil && *c.LastName != "" {
 			bm.LastName = c.LastName
-		}
-		for k, v := range c.Variables {
-			if bm.Variables == nil {
-				bm.Variables = map[string]string{}
-			}
-			bm.Variables[k] = v
 		}
 		if c.ImageURL != "" {
 			bm.ImageUrl = c.ImageURL
@@ -222,6 +205,7 @@ func campaignMessages(campaignID int64, req ConnectorSend) []*sendsv1.BatchMessa
 		if c.VideoURL != "" {
 			bm.VideoUrl = c.VideoURL
 		}
+		out[i] = bm
 	}
 	return out
 }

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -124,8 +123,6 @@ type Meta struct {
 	IdempotencyKey string
 	// BatchID, when set, is reused (a retried hand-off that ended in doubt).
 	BatchID string
-	// Source names the endpoint for the record ("api:campaigns/send").
-	Source string
 }
 
 // Accepted is the 202.
@@ -173,7 +170,8 @@ func NewBatchID() (string, error) {
 }
 
 // SendCampaign accepts a campaign send: the campaign must be the company's;
-// contacts are normalised to E.164 with '+' and de-duplicated in order. A
+// contacts are normalised to E.164 with '+' and each number is kept once
+// (phone.FirstOfEach, the duplicate rule of every send). A
 // send to a segment (which must be the company's too) counts the segment's
 // members now; the dispatcher expands the segment as it is when it takes
 // the batch (moments later, also for a scheduled send), so members added or
@@ -185,7 +183,7 @@ func (s *Service) SendCampaign(ctx context.Context, m Meta, req CampaignSend) (A
 		}
 		return Accepted{}, fmt.Errorf("load campaign %d: %w", req.CampaignID, err)
 	}
-	phones := dedupe(req.Contacts)
+	_, phones, _ := phone.FirstOfEach(req.Contacts, phone.Itself) // validated already
 	count := len(phones)
 	var segmentID int64
 	if req.SegmentID != nil {
@@ -218,7 +216,7 @@ func (s *Service) SendCampaign(ctx context.Context, m Meta, req CampaignSend) (A
 		IsForced:       req.IsForced,
 		AcceptedAt:     timestamppb.New(now),
 		IdempotencyKey: m.IdempotencyKey,
-		Source:         m.Source,
+		Source:         string(bus.SourceCampaignsSend),
 	}
 	scheduled := future(req.ScheduledAt, now)
 	if scheduled != nil {
@@ -244,7 +242,9 @@ func future(at *time.Time, now time.Time) *time.Time {
 // the company's, active and of type api (else ErrAutomationNotFound); it
 // must have a template and a connected account, and each processed contact
 // must supply every trigger variable (else *ConfigError). Only the first
-// MaxAutomationContacts contacts are processed and checked.
+// MaxAutomationContacts contacts are processed and checked; of those, a
+// number given more than once is sent to once, with its first entry (names,
+// variables, media), the later ones being dropped (phone.FirstOfEach).
 func (s *Service) TriggerAutomation(ctx context.Context, m Meta, req AutomationTrigger) (Accepted, error) {
 	au, err := s.catalog.Automation(ctx, m.CompanyID, req.AutomationID)
 	if errors.Is(err, catalog.ErrNotFound) || (err == nil && (!au.Active || au.Type != catalog.TypeAPI)) {
@@ -253,13 +253,13 @@ func (s *Service) TriggerAutomation(ctx context.Context, m Meta, req AutomationT
 	if err != nil {
 		return Accepted{}, fmt.Errorf("load automation %d: %w", req.AutomationID, err)
 	}
-	return s.trigger(ctx, m, au, req, []any{"body", "automation_id"}, au.ID)
+	return s.trigger(ctx, m, bus.SourceAutomationsSend, au, req, []any{"body", "automation_id"}, au.ID)
 }
 
-// trigger accepts a trigger of a loaded automation; where and input place
-// the automation's configuration problems in a 422 (the automation_id of
-// the body, or the connector of the path).
-func (s *Service) trigger(ctx context.Context, m Meta, au catalog.Automation, req AutomationTrigger, where []any, input any) (Accepted, error) {
+// trigger accepts a trigger of a loaded automation for source; where and
+// input place the automation's configuration problems in a 422 (the
+// automation_id of the body, or the connector of the path).
+func (s *Service) trigger(ctx context.Context, m Meta, source bus.Source, au catalog.Automation, req AutomationTrigger, where []any, input any) (Accepted, error) {
 	contacts := req.Contacts
 	if len(contacts) > MaxAutomationContacts {
 		contacts = contacts[:MaxAutomationContacts]
@@ -267,6 +267,7 @@ func (s *Service) trigger(ctx context.Context, m Meta, au catalog.Automation, re
 	if err := checkAutomation(au, contacts, where, input); err != nil {
 		return Accepted{}, err
 	}
+	contacts, phones, _ := phone.FirstOfEach(contacts, func(c AutomationContact) string { return c.Phone }) // validated already
 	now := s.now().UTC()
 	batchID, err := s.batchID(m)
 	if err != nil {
@@ -283,12 +284,11 @@ func (s *Service) trigger(ctx context.Context, m Meta, au catalog.Automation, re
 		Url2:           req.URL2,
 		AcceptedAt:     timestamppb.New(now),
 		IdempotencyKey: m.IdempotencyKey,
-		Source:         m.Source,
+		Source:         string(source),
 	}
 	for i, c := range contacts {
-		p, _ := phone.Normalize(c.Phone) // validated already
 		msg.Contacts[i] = &sendsv1.AutomationContact{
-			Phone: p, FirstName: c.FirstName, LastName: c.LastName,
+			Phone: phones[i], FirstName: c.FirstName, LastName: c.LastName,
 			ImageUrl: c.ImageURL, VideoUrl: c.VideoURL, Variables: c.Variables,
 		}
 	}
@@ -336,31 +336,4 @@ func (s *Service) batchID(m Meta) (string, error) {
 		return m.BatchID, nil
 	}
 	return NewBatchID()
-}
-
-// dedupe normalises to '+' E.164 and keeps the first occurrence of each number.
-func dedupe(contacts []string) []string {
-	out := make([]string, 0, len(contacts))
-	// A short list is cheaper to scan than to hash into a map.
-	var seen map[string]struct{}
-	if len(contacts) > 32 {
-		seen = make(map[string]struct{}, len(contacts))
-	}
-	for _, c := range contacts {
-		p, ok := phone.Normalize(c)
-		if !ok {
-			continue // validated already; unreachable
-		}
-		if seen == nil {
-			if slices.Contains(out, p) {
-				continue
-			}
-		} else if _, dup := seen[p]; dup {
-			continue
-		} else {
-			seen[p] = struct{}{}
-		}
-		out = append(out, p)
-	}
-	return out
 }

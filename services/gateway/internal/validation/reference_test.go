@@ -16,6 +16,7 @@ import (
 
 type refTable struct {
 	GeneratorSHA256 string    `json:"generator_sha256"`
+	Pydantic        string    `json:"pydantic"`
 	Cases           []refCase `json:"cases"`
 }
 

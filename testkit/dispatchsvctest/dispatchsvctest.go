@@ -24,18 +24,20 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus"
-	"github.com/parleyhq/parley/pkg/bus/bustest"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
 	"github.com/parleyhq/parley/pkg/delivery"
 	"github.com/parleyhq/parley/pkg/delivery/dispatchsvc"
-	"github.com/parleyhq/parley/pkg/ratelimit/ratelimittest"
+	"github.com/parleyhq/parley/pkg/ratelimit"
 	"github.com/parleyhq/parley/pkg/secretbox"
-	"github.com/parleyhq/parley/pkg/serviceproc"
-	"github.com/parleyhq/parley/pkg/store/storetest"
+	"github.com/parleyhq/parley/testkit/bustest"
+	"github.com/parleyhq/parley/testkit/ratelimittest"
+	"github.com/parleyhq/parley/testkit/serviceproc"
+	"github.com/parleyhq/parley/testkit/storetest"
 )
 
 // Boot builds the service under test, as its main does: the service's own
@@ -47,6 +49,20 @@ type Boot func(ctx context.Context, addr string, cfg dispatchsvc.Config, log *za
 // the stream, deliver a batch of its lane (two contacts), serve its probes
 // and metrics, turn readiness 503 on shutdown, and stop cleanly.
 func DeliversAndShutsDown(t *testing.T, lane delivery.Lane, boot Boot) {
+	t.Helper()
+	deliversAndShutsDown(t, lane, nil, boot)
+}
+
+// DeliversOnRedis is DeliversAndShutsDown with the dispatcher's Redis
+// configuration rc (a ratelimittest.Cluster's or Sentinel's, say), and
+// checks besides that every throughput decision was made by Redis, none by
+// the per-process fallback.
+func DeliversOnRedis(t *testing.T, lane delivery.Lane, rc ratelimit.RedisConfig, boot Boot) {
+	t.Helper()
+	deliversAndShutsDown(t, lane, &rc, boot)
+}
+
+func deliversAndShutsDown(t *testing.T, lane delivery.Lane, rc *ratelimit.RedisConfig, boot Boot) {
 	t.Helper()
 	ctx := context.Background()
 	dbURL, pool := storetest.NewDatabase(t)
@@ -71,7 +87,11 @@ func DeliversAndShutsDown(t *testing.T, lane delivery.Lane, boot Boot) {
 	}
 	cfg.Postgres.URL = dbURL
 	cfg.NATS = bustest.Config(ns.URL())
-	cfg.Redis = ratelimittest.Config(t)
+	if rc != nil {
+		cfg.Redis = *rc
+	} else {
+		cfg.Redis = ratelimittest.Config(t)
+	}
 	cfg.Provider.BaseURL = simSrv.URL
 	cfg.Provider.Timeout = 2 * time.Second
 	cfg.Dispatch.PollInterval = 50 * time.Millisecond
@@ -155,7 +175,7 @@ func DeliversAndShutsDown(t *testing.T, lane delivery.Lane, boot Boot) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		b, err := delivery.BatchStatus(ctx, pool, co.ID, id)
+		b, err := batchview.BatchStatus(ctx, pool, co.ID, id)
 		if err == nil && b.Status == delivery.BatchCompleted {
 			if b.Counts[delivery.StateSent] != 2 {
 				t.Fatalf("batch = %+v", b)
@@ -179,6 +199,17 @@ func DeliversAndShutsDown(t *testing.T, lane delivery.Lane, boot Boot) {
 		"parley_ratelimit_"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	if rc != nil {
+		for line := range strings.SplitSeq(metrics, "\n") {
+			if strings.HasPrefix(line, "parley_ratelimit_fallback_total{") && !strings.HasSuffix(line, "} 0") {
+				t.Errorf("a throughput decision fell back: %s", line)
+			}
+		}
+		if !strings.Contains(metrics, "parley_ratelimit_fallback_total{") {
+			t.Error("/metrics lacks parley_ratelimit_fallback_total")
 		}
 	}
 

@@ -7,11 +7,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,10 +79,13 @@ const RedisServerPath = "/usr/bin/redis-server"
 
 // Server is a private redis-server on a free loopback port, killed when the
 // test ends, pass or fail. Stop kills it (an outage); Start brings it back on
-// the same port, empty (nothing is kept on disk).
+// the same port, empty (nothing is kept on disk but a cluster node's
+// nodes.conf, so that a restarted node rejoins its cluster).
 type Server struct {
 	t    testing.TB
 	port int
+	dir  string
+	args []string // beyond port, bind, persistence and dir
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -97,7 +102,7 @@ func NewServer(t testing.TB) *Server {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	s := &Server{t: t, port: port}
+	s := &Server{t: t, port: port, dir: t.TempDir(), args: []string{"--enable-debug-command", "local"}}
 	t.Cleanup(s.Stop)
 	s.Start()
 	return s
@@ -105,6 +110,9 @@ func NewServer(t testing.TB) *Server {
 
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// Port is the server's port.
+func (s *Server) Port() int { return s.port }
 
 // Config returns a configuration for the server with a test key prefix.
 func (s *Server) Config() ratelimit.RedisConfig {
@@ -114,17 +122,30 @@ func (s *Server) Config() ratelimit.RedisConfig {
 // Start starts (or restarts) the server and waits until it answers PING.
 func (s *Server) Start() {
 	s.t.Helper()
-	if s.cmd != nil {
-		s.t.Fatal("ratelimittest: server already running")
+	if err := s.start(); err != nil {
+		s.t.Fatal(err)
 	}
-	cmd := exec.Command(RedisServerPath,
-		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.t.TempDir(),
-		"--loglevel", "warning", "--enable-debug-command", "local")
+}
+
+// start is Start reporting failure instead of failing the test, so that a
+// caller may try other ports.
+func (s *Server) start() error {
+	if s.cmd != nil {
+		return errors.New("ratelimittest: server already running")
+	}
+	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--loglevel", "warning"}
+	if len(s.args) > 0 && !strings.HasPrefix(s.args[0], "--") {
+		// A configuration file comes first.
+		args = append([]string{s.args[0]}, append(args, s.args[1:]...)...)
+	} else {
+		args = append(args, s.args...)
+	}
+	cmd := exec.Command(RedisServerPath, args...)
 	// Die with the test binary even if it is killed before its cleanups run.
 	setParentDeathSignal(cmd)
 	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("ratelimittest: start redis-server: %v", err)
+		return fmt.Errorf("ratelimittest: start redis-server: %w", err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -141,17 +162,17 @@ func (s *Server) Start() {
 		err := rdb.Ping(ctx).Err()
 		cancel()
 		if err == nil {
-			return
+			return nil
 		}
 		select {
 		case <-done:
 			s.cmd = nil
-			s.t.Fatalf("ratelimittest: redis-server on port %d exited at start", s.port)
+			return fmt.Errorf("ratelimittest: redis-server on port %d exited at start", s.port)
 		default:
 		}
 		if time.Now().After(deadline) {
 			s.Stop()
-			s.t.Fatalf("ratelimittest: redis-server on port %d not ready: %v", s.port, err)
+			return fmt.Errorf("ratelimittest: redis-server on port %d not ready: %v", s.port, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

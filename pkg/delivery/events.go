@@ -1,0 +1,102 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/parleyhq/parley/pkg/batchview"
+	"github.com/parleyhq/parley/pkg/events"
+)
+
+// Every state change a company can subscribe to writes its event to the
+// outbox (pkg/events) with the transaction that makes the change: the
+// helpers below are called from each site, in that transaction.
+
+// changedMessage is a message whose state a statement just changed
+// (batchview.ChangedMessage).
+type changedMessage = batchview.ChangedMessage
+
+// emitMessages records the events of changed messages with db, the
+// transaction that changed them (batchview.EmitMessages).
+func emitMessages(ctx context.Context, db events.Execer, msgs []changedMessage) error {
+	return batchview.EmitMessages(ctx, db, msgs)
+}
+
+// emitFailedAtExpansion records a message.failed event for every failed
+// message of a batch being expanded (entries whose target could not send,
+// or every contact of a batch that could not be expanded): at expansion
+// those are exactly the failed ones.
+func emitFailedAtExpansion(ctx context.Context, tx pgx.Tx, batchID string) error {
+	rows, err := tx.Query(ctx, `
+		SELECT id, company_id, batch_id::text, phone, COALESCE(error_code, 0), COALESCE(error_title, ''), failed_at
+		FROM messages WHERE batch_id = $1 AND state = 'failed' ORDER BY seq`, batchID)
+	if err != nil {
+		return fmt.Errorf("events of failed messages of batch %s: %w", batchID, err)
+	}
+	msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (changedMessage, error) {
+		m := changedMessage{State: StateFailed}
+		err := r.Scan(&m.ID, &m.CompanyID, &m.BatchID, &m.Phone, &m.Code, &m.Title, &m.At)
+		return m, err
+	})
+	if err != nil {
+		return fmt.Errorf("events of failed messages of batch %s: %w", batchID, err)
+	}
+	return emitMessages(ctx, tx, msgs)
+}
+
+// finishedBatch is a batch that just became completed or failed.
+type finishedBatch struct {
+	id        string
+	companyID int64
+	kind      string
+	status    BatchState
+	failure   string
+	at        time.Time
+}
+
+// emitBatches records batch.completed and batch.failed events, with each
+// batch's messages counted by state, with tx, the transaction that
+// finished them.
+func emitBatches(ctx context.Context, tx pgx.Tx, done []finishedBatch) error {
+	if len(done) == 0 {
+		return nil
+	}
+	ids := make([]string, len(done))
+	for i, b := range done {
+		ids[i] = b.id
+	}
+	rows, err := tx.Query(ctx, `SELECT batch_id::text, state::text, count(*) FROM messages WHERE batch_id = ANY($1::uuid[]) GROUP BY 1, 2`, ids)
+	if err != nil {
+		return fmt.Errorf("count messages of finished batches: %w", err)
+	}
+	counts := map[string]map[string]int{}
+	for rows.Next() {
+		var b, s string
+		var n int
+		if err := rows.Scan(&b, &s, &n); err != nil {
+			rows.Close()
+			return fmt.Errorf("count messages of finished batches: %w", err)
+		}
+		if counts[b] == nil {
+			counts[b] = map[string]int{}
+		}
+		counts[b][s] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("count messages of finished batches: %w", err)
+	}
+	evs := make([]events.Event, 0, len(done))
+	for _, b := range done {
+		t := events.BatchCompleted
+		if b.status == BatchFailed {
+			t = events.BatchFailed
+		}
+		evs = append(evs, events.Event{CompanyID: b.companyID, Type: t, At: b.at, Data: events.Batch{
+			BatchID: b.id, Kind: b.kind, Status: string(b.status), Counts: counts[b.id], Error: b.failure, ChangedAt: b.at.UTC()}})
+	}
+	return events.Append(ctx, tx, evs...)
+}

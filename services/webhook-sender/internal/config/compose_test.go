@@ -1,0 +1,20 @@
+package config
+
+import (
+	"testing"
+
+	"github.com/parleyhq/parley/testkit/deploycheck"
+)
+
+// docker-compose.yml runs webhook-sender with this configuration: the
+// variables it sets exist here, its servers are not loopback, its port and
+// healthcheck match the listen address (testkit/deploycheck says what is checked).
+func TestComposeService(t *testing.T) {
+	deploycheck.ComposeService(t, "webhook-sender", Config{})
+}
+
+// deploy/k8s runs webhook-sender with this configuration: environment, port,
+// probes and the grace period that the drain needs.
+func TestKubernetesWorkload(t *testing.T) {
+	deploycheck.KubernetesWorkload(t, "webhook-sender", Config{})
+}

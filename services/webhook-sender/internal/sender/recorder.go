@@ -1,0 +1,325 @@
+package sender
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+)
+
+// recorder writes attempt outcomes in batches (every FlushInterval or
+// FlushSize outcomes; Recorders flushes at once, so that recording is not
+// one PostgreSQL backend's work at a time), each in one transaction: the deliveries move on, the
+// attempts are inserted, the endpoints' failure streaks follow, and
+// endpoints failing for DisableAfter are disabled. A failed flush is
+// retried with everything that arrived meanwhile.
+type recorder struct {
+	s    *Sender
+	in   chan outcome
+	done chan struct{}
+}
+
+func newRecorder(s *Sender) *recorder {
+	return &recorder{s: s, in: make(chan outcome, s.cfg.FlushSize), done: make(chan struct{})}
+}
+
+func (r *recorder) add(o outcome) { r.in <- o }
+
+func (r *recorder) close() {
+	close(r.in)
+	<-r.done
+}
+
+func (r *recorder) run() {
+	var wg sync.WaitGroup
+	for range max(r.s.cfg.Recorders, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.loop()
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(r.done)
+	}()
+}
+
+func (r *recorder) loop() {
+	var buf []outcome
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	armed := false
+	failures := 0
+	closed := false
+	var deadline time.Time
+	flush := func() {
+		if len(buf) == 0 {
+			return
+		}
+		if err := r.write(buf); err != nil {
+			failures++
+			r.s.m.flushFailures.Inc()
+			r.s.warn("record webhook attempts; retrying", zap.Int("outcomes", len(buf)), zap.Error(err))
+			timer.Reset(min(time.Duration(failures)*100*time.Millisecond, 2*time.Second))
+			armed = true
+			return
+		}
+		failures = 0
+		buf = buf[:0]
+		armed = false
+	}
+	for {
+		if closed {
+			if len(buf) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				r.s.log.Error("gave up recording attempts at shutdown: these deliveries are sent again after their lease",
+					zap.Int("outcomes", len(buf)))
+				return
+			}
+		}
+		in := r.in
+		if closed {
+			in = nil
+		}
+		select {
+		case o, ok := <-in:
+			if !ok {
+				closed = true
+				deadline = time.Now().Add(r.s.cfg.ShutdownTimeout)
+				if failures == 0 {
+					flush()
+				}
+				continue
+			}
+			buf = append(buf, o)
+			if failures > 0 {
+				continue
+			}
+			if len(buf) >= r.s.cfg.FlushSize {
+				flush()
+			} else if !armed {
+				timer.Reset(r.s.cfg.FlushInterval)
+				armed = true
+			}
+		case <-timer.C:
+			armed = false
+			flush()
+		}
+	}
+}
+
+const recordDeliveriesSQL = `
+UPDATE webhook_deliveries d SET
+	status = r.status,
+	attempts = d.attempts + CASE WHEN r.attempted THEN 1 ELSE 0 END,
+	next_attempt_at = r.next,
+	last_response_code = CASE WHEN r.attempted THEN r.code ELSE d.last_response_code END,
+	last_latency_ms = CASE WHEN r.attempted THEN r.latency ELSE d.last_latency_ms END,
+	last_error = r.error,
+	updated_at = r.at
+FROM unnest($1::bigint[], $2::text[], $3::bool[], $4::timestamptz[], $5::int[], $6::int[], $7::text[], $8::timestamptz[])
+	AS r(id, status, attempted, next, code, latency, error, at)
+WHERE d.id = r.id AND d.status = 'pending'
+  AND d.id IN (SELECT id FROM webhook_deliveries WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE)`
+
+const recordAttemptsSQL = `
+INSERT INTO webhook_attempts (delivery_id, endpoint_id, event_id, event_type, status, response_code, latency_ms, excerpt, error, attempted_at)
+SELECT r.id, r.endpoint, r.event, r.type, r.status, r.code, r.latency, r.excerpt, r.error, r.at
+FROM unnest($1::bigint[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::int[], $7::int[], $8::text[], $9::text[], $10::timestamptz[])
+	AS r(id, endpoint, event, type, status, code, latency, excerpt, error, at)
+WHERE EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.id = r.id)`
+
+// streakSQL records each endpoint's failure streak: cleared by a success,
+// begun by the first failure after one, with the last error.
+const streakSQL = `
+UPDATE webhook_endpoints e SET
+	failing_since = CASE WHEN r.ok THEN NULL WHEN r.reset THEN r.since ELSE COALESCE(e.failing_since, r.since) END,
+	last_error = CASE WHEN r.ok THEN e.last_error ELSE r.error END
+FROM unnest($1::uuid[], $2::bool[], $3::bool[], $4::timestamptz[], $5::text[]) AS r(id, ok, reset, since, error)
+WHERE e.id = r.id AND NOT (r.ok AND e.failing_since IS NULL)`
+
+const disableSQL = `
+UPDATE webhook_endpoints SET enabled = false, disabled_at = $2, updated_at = $2,
+	disabled_reason = 'every delivery attempt failed for ' || $3 || '; last error: ' || last_error
+WHERE id = ANY($1::uuid[]) AND enabled AND failing_since <= $2::timestamptz - $4::interval
+RETURNING id::text`
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && s[len(s)-1]&0xC0 == 0x80 {
+		s = s[:len(s)-1]
+	}
+	if len(s) > 0 && s[len(s)-1] >= 0xC0 {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+func optionalInt(v int) *int32 {
+	if v == 0 {
+		return nil
+	}
+	x := int32(v)
+	return &x
+}
+
+func (r *recorder) write(buf []outcome) error {
+	s := r.s
+	n := len(buf)
+	ids := make([]int64, 0, n)
+	statuses := make([]string, 0, n)
+	attempted := make([]bool, 0, n)
+	nexts := make([]*time.Time, 0, n)
+	codes := make([]*int32, 0, n)
+	latencies := make([]int32, 0, n)
+	errs := make([]string, 0, n)
+	ats := make([]time.Time, 0, n)
+	var aIDs []int64
+	var aEndpoints, aEvents, aTypes, aStatuses, aExcerpts, aErrors []string
+	var aCodes []*int32
+	var aLatencies []int32
+	var aAts []time.Time
+	type streak struct {
+		ok, reset, sawOK bool
+		since            time.Time
+		err              string
+	}
+	streaks := map[string]*streak{}
+	var done []int64
+	// By time, for the endpoints' streaks; the rows are locked in id order
+	// below, so that concurrent flushes never deadlock.
+	sorted := append([]outcome(nil), buf...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].at.Before(sorted[j].at) })
+	for _, o := range sorted {
+		done = append(done, o.job.id)
+		if o.gone {
+			continue
+		}
+		status := "failed"
+		var next *time.Time
+		switch {
+		case o.ok:
+			status = "succeeded"
+		case !o.next.IsZero():
+			status = "pending"
+			t := o.next
+			next = &t
+		}
+		errText := truncate(o.err, excerptLimit)
+		ids, statuses, attempted = append(ids, o.job.id), append(statuses, status), append(attempted, o.attempted)
+		nexts, codes = append(nexts, next), append(codes, optionalInt(o.code))
+		latencies = append(latencies, int32(o.latency.Milliseconds()))
+		errs, ats = append(errs, errText), append(ats, o.at)
+		if !o.attempted {
+			continue
+		}
+		aStatus := "failed"
+		if o.ok {
+			aStatus = "succeeded"
+		}
+		aIDs, aEndpoints, aEvents, aTypes = append(aIDs, o.job.id), append(aEndpoints, o.job.endpointID), append(aEvents, o.job.eventID), append(aTypes, o.job.eventType)
+		aStatuses, aCodes, aLatencies = append(aStatuses, aStatus), append(aCodes, optionalInt(o.code)), append(aLatencies, int32(o.latency.Milliseconds()))
+		aExcerpts, aErrors, aAts = append(aExcerpts, truncate(o.excerpt, excerptLimit)), append(aErrors, errText), append(aAts, o.at)
+		st := streaks[o.job.endpointID]
+		if st == nil {
+			st = &streak{}
+			streaks[o.job.endpointID] = st
+		}
+		if o.ok {
+			st.ok, st.sawOK = true, true
+			continue
+		}
+		if st.ok || st.since.IsZero() {
+			st.since, st.reset = o.at, st.sawOK
+		}
+		st.ok = false
+		st.err = errText
+		if o.code != 0 && o.excerpt != "" {
+			st.err = truncate(fmt.Sprintf("%s: %s", errText, o.excerpt), excerptLimit)
+		}
+	}
+	var sIDs, sErrs []string
+	var sOK, sReset []bool
+	var sSince []time.Time
+	var failing []string
+	for id, st := range streaks {
+		sIDs, sOK, sReset, sSince, sErrs = append(sIDs, id), append(sOK, st.ok), append(sReset, st.reset), append(sSince, st.since), append(sErrs, st.err)
+		if !st.ok {
+			failing = append(failing, id)
+		}
+	}
+	sort.Strings(sIDs) // not needed for correctness; keeps lock order stable
+	var disabled []string
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	now := s.now()
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		disabled = nil
+		if len(ids) > 0 {
+			if _, err := tx.Exec(ctx, recordDeliveriesSQL, ids, statuses, attempted, nexts, codes, latencies, errs, ats); err != nil {
+				return fmt.Errorf("record deliveries: %w", err)
+			}
+		}
+		if len(aIDs) > 0 {
+			if _, err := tx.Exec(ctx, recordAttemptsSQL, aIDs, aEndpoints, aEvents, aTypes, aStatuses, aCodes, aLatencies,
+				aExcerpts, aErrors, aAts); err != nil {
+				return fmt.Errorf("record attempts: %w", err)
+			}
+		}
+		if len(sIDs) > 0 {
+			if _, err := tx.Exec(ctx, streakSQL, sIDs, sOK, sReset, sSince, sErrs); err != nil {
+				return fmt.Errorf("record endpoint failures: %w", err)
+			}
+		}
+		if len(failing) == 0 {
+			return nil
+		}
+		rows, err := tx.Query(ctx, disableSQL, failing, now, s.cfg.DisableAfter.String(), s.cfg.DisableAfter)
+		if err != nil {
+			return fmt.Errorf("disable failing endpoints: %w", err)
+		}
+		if disabled, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return fmt.Errorf("disable failing endpoints: %w", err)
+		}
+		if len(disabled) > 0 {
+			if _, err := tx.Exec(ctx, `
+				UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, last_error = 'endpoint disabled', updated_at = $2
+				WHERE endpoint_id = ANY($1::uuid[]) AND status = 'pending'`, disabled, now); err != nil {
+				return fmt.Errorf("fail deliveries of disabled endpoints: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.unhold(done...)
+	for _, o := range sorted {
+		switch {
+		case o.gone || !o.attempted:
+		case o.ok:
+			s.m.deliveries.WithLabelValues(o.job.endpointID, "succeeded").Inc()
+		case !o.next.IsZero():
+			s.m.deliveries.WithLabelValues(o.job.endpointID, "retry").Inc()
+		default:
+			s.m.deliveries.WithLabelValues(o.job.endpointID, "failed").Inc()
+		}
+	}
+	for _, id := range disabled {
+		s.forgetEndpoint(id)
+		s.m.disabled.Inc()
+		s.log.Warn("webhook endpoint disabled: every attempt failed", zap.String("endpoint_id", id),
+			zap.Duration("for", s.cfg.DisableAfter))
+	}
+	return nil
+}
