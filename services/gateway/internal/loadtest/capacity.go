@@ -18,7 +18,7 @@ import (
 
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
-	"github.com/parleyhq/parley/pkg/serviceproc"
+	"github.com/parleyhq/parley/testkit/serviceproc"
 )
 
 // CapacityOptions are the knobs of make capacity.
