@@ -145,6 +145,12 @@ run-check: $(NATS_SERVER) ## make run on private ports and servers: demo key and
 bench-gateway: ## load test: the floor, then the gateway at 10 and 1000 contacts per request (prints req/s, contacts/s, p50, p99; fails on any answer but 202 or a rate-limit fallback)
 	@cd services/gateway && go run ./cmd/gateway-bench
 
+# docs/capacity.md quotes its figures. Private servers on ports 8501-8504
+# (CAPACITY_FLAGS=-port-base N moves them).
+.PHONY: capacity
+capacity: $(NATS_SERVER) ## CPU per gateway request, campaign message and automation trigger, by process; PostgreSQL writes and WAL per message (private NATS, Redis, PostgreSQL; docs/capacity.md)
+	@cd services/gateway && go run ./cmd/gateway-bench capacity -nats-server $(NATS_SERVER) $(CAPACITY_FLAGS)
+
 .PHONY: bench-revoke
 bench-revoke: ## revoke-to-401: three gateways under load, keys revoked via the admin API (p50, p99, max per gateway; target < 100 ms), then with the broadcast lost (bounded by the cache TTL)
 	@cd services/gateway && go run ./cmd/gateway-bench revoke

@@ -15,6 +15,15 @@
 // then the same with the broadcast lost, where the cache TTL bounds it. It
 // prints p50, p99 and max per gateway and overall, and exits 1 when a time
 // with the broadcast reaches the target (100 ms).
+//
+// "gateway-bench capacity" (make capacity) measures what docs/capacity.md
+// is built on: on a private nats-server, redis-server and PostgreSQL
+// cluster, the CPU each process spends per gateway request (10 and 1000
+// contacts), per message a campaign dispatcher sends and per automation
+// trigger (with the status callbacks through the gateway), PostgreSQL's
+// commits, rows and WAL bytes per message, and JetStream's stored messages. CPU is read from /proc per
+// process tree, so the figures hold on a busy machine; any error answer,
+// lost or duplicated message fails the run.
 package main
 
 import (
@@ -43,6 +52,8 @@ func main() {
 		err = loadtest.RunFloorProcess(ctx)
 	case "revoke":
 		err = revoke(ctx, os.Args[2:])
+	case "capacity":
+		err = capacity(ctx, os.Args[2:])
 	default:
 		err, sub = throughput(ctx, os.Args[1:]), ""
 	}
@@ -82,4 +93,28 @@ func revoke(ctx context.Context, args []string) error {
 		return fmt.Errorf("every count, rate and duration must be positive")
 	}
 	return loadtest.RevokeBench(ctx, o, os.Stdout)
+}
+
+func capacity(ctx context.Context, args []string) error {
+	var o loadtest.CapacityOptions
+	fs := flag.NewFlagSet("gateway-bench capacity", flag.ExitOnError)
+	fs.StringVar(&o.NATSServer, "nats-server", "", "the nats-server binary (make passes bin/nats-server-<version>)")
+	fs.IntVar(&o.PortBase, "port-base", 8500, "the private servers listen on port-base+1 (NATS), +2 (its monitoring), +3 (Redis), +4 (PostgreSQL)")
+	fs.IntVar(&o.Companies, "companies", 1000, "companies provisioned, each with a key, a number and a campaign")
+	fs.IntVar(&o.Conns, "conns", 32, "keep-alive connections of the 10-contact load")
+	fs.DurationVar(&o.Warmup, "warmup", 3*time.Second, "time driven before measuring the 10-contact load")
+	fs.DurationVar(&o.Measure, "measure", 15*time.Second, "measured time of the 10-contact load")
+	fs.IntVar(&o.Messages, "messages", 50_000, "campaign messages sent (a multiple of 1000: one 1000-contact request per company)")
+	fs.IntVar(&o.AccountThroughput, "account-throughput", 80, "each number's messages per second (WhatsApp's default is 80)")
+	fs.BoolVar(&o.Statuses, "statuses", true, "provider-sim posts sent, delivered and read for every message to the gateway")
+	fs.IntVar(&o.Triggers, "triggers", 20_000, "automation triggers of one new contact each, spread over the companies (0: no automation phase)")
+	fs.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "longest wait for the campaign")
+	_ = fs.Parse(args)
+	if o.NATSServer == "" {
+		return fmt.Errorf("-nats-server is required (make capacity builds and passes the pinned one)")
+	}
+	if o.Companies < 1 || o.Conns < 1 || o.Measure <= 0 || o.AccountThroughput < 1 || o.Timeout <= 0 || o.Triggers < 0 {
+		return fmt.Errorf("every count, rate and duration must be positive")
+	}
+	return loadtest.Capacity(ctx, o, os.Stdout)
 }

@@ -63,6 +63,13 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // companies are spread evenly). Only the measure window is counted. pid is
 // the server's process, whose CPU time is measured (0: none).
 func Run(ctx context.Context, addr, path string, reqs []Request, conns int, warmup, measure time.Duration, pid int) (Result, error) {
+	return runWindow(ctx, addr, path, reqs, conns, warmup, measure, pid, nil)
+}
+
+// runWindow is Run that also calls window(true) as the measured window
+// opens and window(false) as it closes (nil: no call), for callers that
+// sample more than the server's CPU.
+func runWindow(ctx context.Context, addr, path string, reqs []Request, conns int, warmup, measure time.Duration, pid int, window func(open bool)) (Result, error) {
 	type worker struct {
 		lat      []time.Duration
 		statuses map[int]int
@@ -81,11 +88,17 @@ func Run(ctx context.Context, addr, path string, reqs []Request, conns int, warm
 	go func() {
 		defer meterWG.Done()
 		time.Sleep(time.Until(measureFrom))
+		if window != nil {
+			window(true)
+		}
 		cmdBefore = cpuByCommand()
 		meter = startCPU(pid)
 		time.Sleep(time.Until(stopAt))
 		s0, m0 := meter.spent()
 		cmdAfter = cpuByCommand()
+		if window != nil {
+			window(false)
+		}
 		spent = func() (time.Duration, time.Duration) { return s0, m0 }
 	}()
 	var wg sync.WaitGroup

@@ -28,6 +28,7 @@ type scratch struct {
 	redisPrefix string
 	natsURL     string
 	tenants     []Tenant
+	pool        *pgxpool.Pool
 	js          jetstream.JetStream
 	closers     []func()
 }
@@ -35,7 +36,13 @@ type scratch struct {
 // newScratch creates the database (named for name and the tag), provisions
 // companies in it and connects to Redis and NATS. On error, what was made
 // is already removed.
-func newScratch(ctx context.Context, name string, companies int, w io.Writer) (_ *scratch, err error) {
+func newScratch(ctx context.Context, name string, companies int, w io.Writer) (*scratch, error) {
+	pgAdmin, redisAddr, natsURL := serverURLs()
+	return newScratchAt(ctx, name, companies, w, pgAdmin, redisAddr, natsURL)
+}
+
+// newScratchAt is newScratch on the given servers.
+func newScratchAt(ctx context.Context, name string, companies int, w io.Writer, pgAdmin, redisAddr, natsURL string) (_ *scratch, err error) {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	s := &scratch{tag: hex.EncodeToString(b)}
@@ -44,7 +51,6 @@ func newScratch(ctx context.Context, name string, companies int, w io.Writer) (_
 			s.close()
 		}
 	}()
-	pgAdmin, redisAddr, natsURL := serverURLs()
 	s.redisAddr, s.natsURL, s.redisPrefix = redisAddr, natsURL, name+":"+s.tag+":"
 
 	dbURL, dropDB, err := scratchDatabase(ctx, pgAdmin, "parley_"+name+"_"+s.tag)
@@ -58,6 +64,7 @@ func newScratch(ctx context.Context, name string, companies int, w io.Writer) (_
 		return nil, err
 	}
 	s.closers = append(s.closers, pool.Close)
+	s.pool = pool
 	fmt.Fprintf(w, "provisioning %d companies with keys and campaigns...\n", companies)
 	if s.tenants, err = Provision(ctx, pool, companies, s.tag); err != nil {
 		return nil, err

@@ -1,0 +1,170 @@
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// privateServers are a nats-server, a redis-server and a PostgreSQL cluster
+// of the capacity run's own, on fixed loopback ports, so that the CPU each
+// one uses and PostgreSQL's WAL are the run's alone (the shared local
+// servers also serve other people's tests).
+type privateServers struct {
+	dir         string
+	nats, redis *exec.Cmd
+	pgData      string
+	pgPort      int
+	natsURL     string
+	redisAddr   string
+	pgAdminURL  string
+	natsMonitor string
+}
+
+// pgBinDir holds initdb and pg_ctl (Debian's PostgreSQL 15).
+const pgBinDir = "/usr/lib/postgresql/15/bin"
+
+func asPostgres(args ...string) *exec.Cmd {
+	if u, err := user.Current(); err == nil && u.Username == "postgres" {
+		return exec.Command(args[0], args[1:]...)
+	}
+	return exec.Command("runuser", append([]string{"-u", "postgres", "--"}, args...)...)
+}
+
+// startPrivateServers starts the three servers on ports base+1 (NATS),
+// base+2 (its monitoring), base+3 (Redis) and base+4 (PostgreSQL).
+// natsServer is the nats-server binary; JetStream runs with sync_interval
+// always, as in production (README "NATS versions and sync_interval").
+// PostgreSQL keeps its defaults (fsync and synchronous_commit on).
+func startPrivateServers(ctx context.Context, natsServer string, base int) (_ *privateServers, err error) {
+	dir, err := os.MkdirTemp("", "parley-capacity-")
+	if err != nil {
+		return nil, err
+	}
+	s := &privateServers{dir: dir}
+	defer func() {
+		if err != nil {
+			s.stop()
+		}
+	}()
+	for _, p := range []int{base + 1, base + 2, base + 3, base + 4} {
+		if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err != nil {
+			return nil, fmt.Errorf("port %d is taken (-port-base moves the run's ports): %w", p, err)
+		} else {
+			ln.Close()
+		}
+	}
+
+	// NATS.
+	store := filepath.Join(dir, "jetstream")
+	conf := fmt.Sprintf("listen: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\njetstream { store_dir: %q, sync_interval: always }\n", base+1, base+2, store)
+	confPath := filepath.Join(dir, "nats.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	s.nats = exec.Command(natsServer, "--config", confPath)
+	if s.nats.Stdout, err = os.Create(filepath.Join(dir, "nats.log")); err != nil {
+		return nil, err
+	}
+	s.nats.Stderr = s.nats.Stdout
+	s.nats.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := s.nats.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", natsServer, err)
+	}
+	s.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", base+1)
+	s.natsMonitor = fmt.Sprintf("http://127.0.0.1:%d", base+2)
+
+	// Redis, nothing kept on disk (as the local one).
+	s.redis = exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(base+3), "--save", "", "--appendonly", "no", "--dir", dir)
+	s.redis.Stdout = s.nats.Stdout
+	s.redis.Stderr = s.nats.Stdout
+	s.redis.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := s.redis.Start(); err != nil {
+		return nil, fmt.Errorf("start redis-server: %w", err)
+	}
+	s.redisAddr = fmt.Sprintf("127.0.0.1:%d", base+3)
+
+	// PostgreSQL, owned by the postgres user.
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("private PostgreSQL needs the postgres user: %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if err := os.Chown(dir, uid, gid); err != nil {
+		return nil, err
+	}
+	s.pgData, s.pgPort = filepath.Join(dir, "pgdata"), base+4
+	if out, err := asPostgres(pgBinDir+"/initdb", "-D", s.pgData, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
+	}
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=300", s.pgPort, dir)
+	if out, err := asPostgres(pgBinDir+"/pg_ctl", "-D", s.pgData, "-o", opts, "-l", filepath.Join(dir, "postgres.log"), "-w", "-t", "120", "start").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("pg_ctl start: %w\n%s", err, out)
+	}
+	s.pgAdminURL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.pgPort)
+
+	// Wait for NATS and Redis.
+	deadline := time.Now().Add(30 * time.Second)
+	rdb := redis.NewClient(&redis.Options{Addr: s.redisAddr})
+	defer rdb.Close()
+	for {
+		natsUp := false
+		if c, err := net.DialTimeout("tcp", strings.TrimPrefix(s.natsURL, "nats://"), time.Second); err == nil {
+			c.Close()
+			natsUp = true
+		}
+		if natsUp && rdb.Ping(ctx).Err() == nil {
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("nats-server or redis-server not up within 30 s (log %s)", filepath.Join(dir, "nats.log"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// pids are the servers' processes by name (PostgreSQL's postmaster, whose
+// descendants are its backends and background workers).
+func (s *privateServers) pids() (map[string]int, error) {
+	b, err := os.ReadFile(filepath.Join(s.pgData, "postmaster.pid"))
+	if err != nil {
+		return nil, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pg, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		return nil, fmt.Errorf("postmaster.pid: %w", err)
+	}
+	return map[string]int{"nats-server": s.nats.Process.Pid, "redis-server": s.redis.Process.Pid, "postgres": pg}, nil
+}
+
+func (s *privateServers) stop() {
+	var errs []error
+	if s.pgData != "" {
+		if out, err := asPostgres(pgBinDir+"/pg_ctl", "-D", s.pgData, "-m", "immediate", "-w", "stop").CombinedOutput(); err != nil && !strings.Contains(string(out), "No such file") {
+			errs = append(errs, fmt.Errorf("pg_ctl stop: %v: %s", err, out))
+		}
+	}
+	for _, c := range []*exec.Cmd{s.nats, s.redis} {
+		if c != nil && c.Process != nil {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	}
+	if len(errs) > 0 {
+		fmt.Fprintln(os.Stderr, errors.Join(errs...))
+	}
+	_ = os.RemoveAll(s.dir)
+}
