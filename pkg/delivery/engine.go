@@ -17,6 +17,7 @@ import (
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/contacts"
+	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/ratelimit"
 )
 
@@ -122,7 +123,7 @@ type engine struct {
 	sendCtx context.Context
 
 	mu      sync.Mutex
-	warned  map[string]time.Time
+	warner  *ops.Warner
 	runCtx  context.Context
 	workers map[int64]*laneWorker
 	wg      sync.WaitGroup
@@ -142,7 +143,7 @@ func newEngine(lane Lane, cfg Config, pool *pgxpool.Pool, cat Catalog, sender wh
 		slots:   make(chan struct{}, cfg.Workers),
 		sendCtx: context.Background(),
 		workers: map[int64]*laneWorker{},
-		warned:  map[string]time.Time{},
+		warner:  ops.NewWarner(log, warnInterval),
 	}
 }
 
@@ -152,18 +153,7 @@ func newEngine(lane Lane, cfg Config, pool *pgxpool.Pool, cat Catalog, sender wh
 const warnInterval = 10 * time.Second
 
 // warn logs a recurring failure at most once per warnInterval per message.
-func (e *engine) warn(msg string, fields ...zap.Field) {
-	e.mu.Lock()
-	last, seen := e.warned[msg]
-	now := time.Now()
-	if seen && now.Sub(last) < warnInterval {
-		e.mu.Unlock()
-		return
-	}
-	e.warned[msg] = now
-	e.mu.Unlock()
-	e.log.Warn(msg, fields...)
-}
+func (e *engine) warn(msg string, fields ...zap.Field) { e.warner.Warn(msg, fields...) }
 
 // run discovers accounts with due work, returns stale claims and applies
 // early status callbacks until ctx ends; then it stops claiming, lets the

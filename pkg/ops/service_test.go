@@ -7,8 +7,10 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/parleyhq/parley/pkg/ops"
 )
@@ -109,5 +111,23 @@ func TestRunWorker(t *testing.T) {
 	err := srv.RunWorker(context.Background(), ops.NewProbe(), zap.NewNop(), func(context.Context) error { return broken })
 	if !errors.Is(err, broken) {
 		t.Fatalf("work failing first: %v", err)
+	}
+}
+
+// TestWarnerOncePerInterval: a repeated message is logged once within the
+// interval; another message is not held back by it.
+func TestWarnerOncePerInterval(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	w := ops.NewWarner(zap.New(core), time.Hour)
+	for range 3 {
+		w.Warn("poll failed")
+	}
+	w.Warn("flush failed")
+	var got []string
+	for _, e := range logs.All() {
+		got = append(got, e.Message)
+	}
+	if want := []string{"poll failed", "flush failed"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("logged %v, want %v", got, want)
 	}
 }
