@@ -14,6 +14,7 @@ import (
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/pkg/webhooks"
+	"github.com/parleyhq/parley/services/admin/internal/adminapi"
 )
 
 // endpointView is a webhook endpoint as shown: never its secret.
@@ -44,18 +45,6 @@ type newSecretView struct {
 	endpointView
 	// PreviousExpiresAt is when the rotated-out secret stops signing.
 	PreviousExpiresAt *time.Time `json:"previous_expires_at,omitempty"`
-}
-
-type attemptView struct {
-	ID           int64     `json:"id"`
-	EventID      string    `json:"event_id"`
-	EventType    string    `json:"event_type"`
-	Status       string    `json:"status"`
-	ResponseCode *int      `json:"response_code"`
-	LatencyMS    int       `json:"latency_ms"`
-	Excerpt      string    `json:"excerpt"`
-	Error        string    `json:"error"`
-	AttemptedAt  time.Time `json:"attempted_at"`
 }
 
 func eventTypesText(types []string) string {
@@ -360,11 +349,10 @@ func webhooksAttemptsCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			views := make([]attemptView, len(atts))
+			views := make([]adminapi.Attempt, len(atts))
 			rows := make([][]string, len(atts))
 			for i, a := range atts {
-				views[i] = attemptView{ID: a.ID, EventID: a.EventID, EventType: a.EventType, Status: string(a.Status), ResponseCode: a.ResponseCode,
-					LatencyMS: a.LatencyMS, Excerpt: a.Excerpt, Error: a.Error, AttemptedAt: a.AttemptedAt}
+				views[i] = adminapi.ToAttempt(a)
 				code := "-"
 				if a.ResponseCode != nil {
 					code = strconv.Itoa(*a.ResponseCode)
