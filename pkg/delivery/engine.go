@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
+	"github.com/parleyhq/parley/pkg/backoff"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/contacts"
@@ -592,14 +592,5 @@ func (e *engine) failure(o outcome, m claimed, err error) outcome {
 // [0, min(cap, base*2^(attempt-1))]) so that a burst of failures does not
 // come back as a burst.
 func Backoff(base, limit time.Duration, attempt int) time.Duration {
-	d := limit
-	if attempt < 1 {
-		attempt = 1
-	}
-	if attempt-1 < 40 {
-		if exp := base << (attempt - 1); exp > 0 && exp < limit {
-			d = exp
-		}
-	}
-	return rand.N(d + 1)
+	return backoff.Jittered(base, limit, attempt)
 }

@@ -31,7 +31,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"sync"
@@ -289,21 +288,6 @@ func (s *Sender) gauges(ctx context.Context) {
 		case <-t.C:
 		}
 	}
-}
-
-// Backoff is the wait before retry number attempt (1 after the first
-// failure): exponential from base, capped, with full jitter.
-func Backoff(base, limit time.Duration, attempt int) time.Duration {
-	d := limit
-	if attempt < 1 {
-		attempt = 1
-	}
-	if attempt-1 < 40 {
-		if exp := base << (attempt - 1); exp > 0 && exp < limit {
-			d = exp
-		}
-	}
-	return rand.N(d + 1)
 }
 
 var errGone = errors.New("endpoint deleted")
