@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/parleyhq/parley/pkg/catalog"
-	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/pkg/webhooks"
 	"github.com/parleyhq/parley/services/admin/internal/adminapi"
 )
@@ -55,13 +54,9 @@ func eventTypesText(types []string) string {
 }
 
 func (e *env) webhookStore(ctx context.Context) (*webhooks.Store, error) {
-	pool, err := e.db(ctx)
+	pool, box, err := e.sealed(ctx)
 	if err != nil {
 		return nil, err
-	}
-	box, err := secretbox.New(e.cfg.Token.Key)
-	if err != nil {
-		return nil, fmt.Errorf("PARLEY_TOKEN_KEY: %w", err)
 	}
 	return webhooks.NewStore(pool, box, e.cfg.Webhooks), nil
 }
