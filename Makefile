@@ -1,7 +1,7 @@
 # Parley's commands. `make help` lists them.
 #
 # Every Go command runs per module: the modules are the ones go.work uses
-# (pkg and services/*). deploy/docker/healthcheck is a module of its own
+# (pkg, services/* and testkit). deploy/docker/healthcheck is a module of its own
 # outside the workspace (it is part of the images, not of Parley), so it
 # runs with GOWORK=off.
 
@@ -21,9 +21,9 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)
 PROTOC_GEN_GO := $(BIN)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
 # The one NATS version (README "NATS versions"): the tests embed it
-# (pkg/go.mod), the drills and compose-smoke run this binary, and
+# (testkit/go.mod), the drills and compose-smoke run this binary, and
 # docker-compose.yml and deploy/k8s name the image nats:<version>-alpine.
-# pkg/deploycheck fails when they disagree.
+# testkit/deploycheck fails when they disagree.
 NATS_SERVER_VERSION := v2.15.2
 NATS_SERVER := $(BIN)/nats-server-$(NATS_SERVER_VERSION)
 # v5.8.3 needs Go 1.27; the machines have 1.26.
@@ -56,7 +56,7 @@ test: ## run every module's tests with -race against the local servers
 # kustomize and the services' workload checks read the rendered objects.
 compose-check: $(KUSTOMIZE) ## check docker-compose.yml, the Dockerfile and deploy/k8s (as kustomize build renders it) against the code
 	@echo "== kustomize build deploy/k8s"; $(KUSTOMIZE) build deploy/k8s >/dev/null
-	@echo "== pkg/deploycheck"; cd pkg && PARLEY_KUSTOMIZE=$(KUSTOMIZE) go test -count=1 ./deploycheck/
+	@echo "== testkit/deploycheck"; cd testkit && PARLEY_KUSTOMIZE=$(KUSTOMIZE) go test -count=1 ./deploycheck/
 	@for m in $(SERVICES); do echo "== $$m"; (cd $$m && PARLEY_KUSTOMIZE=$(KUSTOMIZE) go test -count=1 -run '^(TestComposeService|TestKubernetesWorkload)$$' ./internal/config/); done
 
 # The build tags of the drills and benchmarks (go test -tags drill|bench):
@@ -151,7 +151,7 @@ bench-revoke: ## revoke-to-401: three gateways under load, keys revoked via the 
 
 # Crash drills: the real campaign dispatcher and provider-sim with 10,000
 # messages in flight; each breaks one part and counts per recipient at
-# provider-sim (pkg/delivery/drilltally): it fails on any accepted phone never
+# provider-sim (testkit/drilltally): it fails on any accepted phone never
 # received, any failed message it did not provoke, or duplicated sends beyond
 # the sends unrecorded at a kill.
 DRILL := cd services/campaign-dispatcher && go test -tags drill -count=1 -v -timeout 5m

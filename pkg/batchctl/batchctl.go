@@ -38,6 +38,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/delivery"
 	"github.com/parleyhq/parley/pkg/events"
 )
@@ -49,8 +50,8 @@ var ErrNotFound = delivery.ErrNotFound
 // Result is what a cancel did: how many messages it cancelled (0 when there
 // was nothing left to cancel, as on a second cancel) and the batch after it.
 type Result struct {
-	Cancelled int `json:"cancelled"`
-	delivery.Batch
+	Cancelled int
+	batchview.Batch
 }
 
 // attempts bounds the retries of a cancel chosen as a deadlock victim
@@ -82,7 +83,7 @@ func CancelAt(ctx context.Context, db *pgxpool.Pool, companyID int64, batchID st
 // as cancelled, so that its expansion creates its messages cancelled, and
 // counts all its contacts as cancelled. When a dispatcher recorded the batch
 // meanwhile, it is cancelled as a recorded one.
-func CancelPending(ctx context.Context, db *pgxpool.Pool, pending delivery.Batch, now time.Time) (Result, error) {
+func CancelPending(ctx context.Context, db *pgxpool.Pool, pending batchview.Batch, now time.Time) (Result, error) {
 	id, err := uuid.Parse(pending.ID)
 	if err != nil || pending.CompanyID <= 0 {
 		return Result{}, fmt.Errorf("batch %q: %w", pending.ID, ErrNotFound)
@@ -101,7 +102,7 @@ func CancelPending(ctx context.Context, db *pgxpool.Pool, pending delivery.Batch
 		if tag.RowsAffected() == 0 {
 			return cancelRecorded(ctx, tx, pending.CompanyID, id.String(), now)
 		}
-		b, err := delivery.BatchStatus(ctx, tx, pending.CompanyID, id.String())
+		b, err := batchview.BatchStatus(ctx, tx, pending.CompanyID, id.String())
 		if err != nil {
 			return Result{}, err
 		}
@@ -143,7 +144,7 @@ func cancelRecorded(ctx context.Context, tx pgx.Tx, companyID int64, id string, 
 			return Result{}, err
 		}
 	}
-	b, err := delivery.BatchStatus(ctx, tx, companyID, id)
+	b, err := batchview.BatchStatus(ctx, tx, companyID, id)
 	if err != nil {
 		return Result{}, err
 	}
@@ -156,7 +157,7 @@ func cancelRecorded(ctx context.Context, tx pgx.Tx, companyID int64, id string, 
 }
 
 // appendCancelled records the batch.cancelled event of the first cancel.
-func appendCancelled(ctx context.Context, tx pgx.Tx, b delivery.Batch, now time.Time) error {
+func appendCancelled(ctx context.Context, tx pgx.Tx, b batchview.Batch, now time.Time) error {
 	counts := make(map[string]int, len(b.Counts))
 	for s, n := range b.Counts {
 		counts[string(s)] = n

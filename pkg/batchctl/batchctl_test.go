@@ -13,13 +13,14 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/parleyhq/parley/pkg/batchctl"
+	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/delivery"
 	"github.com/parleyhq/parley/pkg/secretbox"
-	"github.com/parleyhq/parley/pkg/store/storetest"
+	"github.com/parleyhq/parley/testkit/storetest"
 )
 
 type fixture struct {
@@ -173,7 +174,7 @@ func TestCancelScheduledBatch(t *testing.T) {
 	if err := tx.Commit(f.ctx); err != nil {
 		t.Fatal(err)
 	}
-	st, err := delivery.BatchStatus(f.ctx, f.pool, f.comp.ID, b.BatchId)
+	st, err := batchview.BatchStatus(f.ctx, f.pool, f.comp.ID, b.BatchId)
 	if err != nil || st.Status != delivery.BatchCompleted || st.Counts[delivery.StateCancelled] != 4 || st.Counts[delivery.StateSent] != 1 {
 		t.Fatalf("after the retry came back: %+v, %v", st, err)
 	}
@@ -199,7 +200,7 @@ func TestCancelNothingSentIsCancelled(t *testing.T) {
 func TestCancelPendingThenExpand(t *testing.T) {
 	f := newFixture(t)
 	b := f.campaignBatch(6, nil)
-	pending := delivery.Batch{ID: b.BatchId, CompanyID: f.comp.ID, Kind: "campaign", Source: bus.ParseSource(b.Source), ContactCount: 6, AcceptedAt: f.now}
+	pending := batchview.Batch{ID: b.BatchId, CompanyID: f.comp.ID, Kind: "campaign", Source: bus.ParseSource(b.Source), ContactCount: 6, AcceptedAt: f.now}
 	res, err := batchctl.CancelPending(f.ctx, f.pool, pending, f.now)
 	if err != nil || res.Cancelled != 6 || res.Status != delivery.BatchCancelled || res.Counts[delivery.StateCancelled] != 6 {
 		t.Fatalf("pending cancel: %+v, %v", res, err)
@@ -216,7 +217,7 @@ func TestCancelPendingThenExpand(t *testing.T) {
 	if got := f.states(b.BatchId); got["cancelled"] != 6 || len(got) != 1 {
 		t.Fatalf("states after expansion: %v", got)
 	}
-	st, err := delivery.BatchStatus(f.ctx, f.pool, f.comp.ID, b.BatchId)
+	st, err := batchview.BatchStatus(f.ctx, f.pool, f.comp.ID, b.BatchId)
 	if err != nil || st.Status != delivery.BatchCancelled || st.Counts[delivery.StateCancelled] != 6 {
 		t.Fatalf("status: %+v, %v", st, err)
 	}
@@ -354,7 +355,7 @@ func TestCancelPendingOfEveryKind(t *testing.T) {
 		{auto.BatchId, "automation", 2, func() (delivery.Expansion, error) { return f.exp.Automation(f.ctx, auto) }},
 		{msgs.BatchId, "batch", 2, func() (delivery.Expansion, error) { return f.exp.Messages(f.ctx, msgs) }},
 	} {
-		res, err := batchctl.CancelPending(f.ctx, f.pool, delivery.Batch{ID: c.id, CompanyID: f.comp.ID, Kind: c.kind,
+		res, err := batchctl.CancelPending(f.ctx, f.pool, batchview.Batch{ID: c.id, CompanyID: f.comp.ID, Kind: c.kind,
 			Source: "api:test", ContactCount: c.n, AcceptedAt: f.now}, f.now)
 		if err != nil || res.Cancelled != c.n {
 			t.Fatalf("%s: %+v, %v", c.kind, res, err)
@@ -363,7 +364,7 @@ func TestCancelPendingOfEveryKind(t *testing.T) {
 		if err != nil || exp.Due {
 			t.Fatalf("%s: expand %+v, %v", c.kind, exp, err)
 		}
-		st, err := delivery.BatchStatus(f.ctx, f.pool, f.comp.ID, c.id)
+		st, err := batchview.BatchStatus(f.ctx, f.pool, f.comp.ID, c.id)
 		if err != nil || st.Status != delivery.BatchCancelled {
 			t.Fatalf("%s: %+v, %v", c.kind, st, err)
 		}

@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parleyhq/parley/pkg/bus"
-	"github.com/parleyhq/parley/pkg/bus/bustest"
+	"github.com/parleyhq/parley/testkit/bustest"
 )
 
 func TestInvalidationReachesEverySubscriber(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/pkg/contacts"
-	"github.com/parleyhq/parley/pkg/store/storetest"
+	"github.com/parleyhq/parley/testkit/storetest"
 )
 
 func TestOptOutSettingsMatch(t *testing.T) {

@@ -6,65 +6,56 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/pkg/catalog"
+	"github.com/parleyhq/parley/pkg/ttlcache"
 )
 
+// catalogStaleIfError is how long past its TTL a catalog entry may still
+// serve sends while the catalog cannot be read.
+const catalogStaleIfError = time.Minute
+
 // catalogCache keeps what every send reads (the account, its template, its
-// token) for a short while, so that a send costs no query. Entries expire on
-// the process's monotonic clock, not on the injectable business clock.
+// token) for a short while, so that a send costs no query: the gateway's
+// cache (pkg/ttlcache: bounded, one load per key at a time, stale entries
+// served while loading fails). Entries expire on the process's monotonic
+// clock, not on the injectable business clock.
 type catalogCache struct {
-	cat Catalog
-	ttl time.Duration
+	accounts  *ttlcache.Cache[int64, catalog.MessagingAccount]
+	templates *ttlcache.Cache[int64, catalog.Template]
+	tokens    *ttlcache.Cache[int64, string]
 
-	mu        sync.Mutex
-	accounts  map[int64]cached[catalog.MessagingAccount]
-	templates map[int64]cached[catalog.Template]
-	tokens    map[int64]cached[string]
-	zones     map[string]*time.Location
-}
-
-type cached[T any] struct {
-	v       T
-	expires time.Time
+	mu    sync.Mutex
+	zones map[string]*time.Location
 }
 
 func newCatalogCache(cat Catalog, ttl time.Duration) *catalogCache {
+	cfg := ttlcache.Config{TTL: ttl, StaleIfError: catalogStaleIfError}
 	return &catalogCache{
-		cat: cat, ttl: ttl,
-		accounts:  map[int64]cached[catalog.MessagingAccount]{},
-		templates: map[int64]cached[catalog.Template]{},
-		tokens:    map[int64]cached[string]{},
+		accounts:  ttlcache.New(cfg, time.Now, cat.MessagingAccount),
+		templates: ttlcache.New(cfg, time.Now, cat.Template),
+		tokens:    ttlcache.New(cfg, time.Now, cat.AccessToken),
 		zones:     map[string]*time.Location{},
 	}
 }
 
-func lookup[T any](c *catalogCache, m map[int64]cached[T], id int64, load func() (T, error)) (T, error) {
-	c.mu.Lock()
-	e, ok := m[id]
-	c.mu.Unlock()
-	if ok && time.Now().Before(e.expires) {
-		return e.v, nil
-	}
-	v, err := load()
+func lookup[V any](ctx context.Context, c *ttlcache.Cache[int64, V], id int64) (V, error) {
+	e, _, err := c.Get(ctx, id)
 	if err != nil {
-		var zero T
+		var zero V
 		return zero, err
 	}
-	c.mu.Lock()
-	m[id] = cached[T]{v: v, expires: time.Now().Add(c.ttl)}
-	c.mu.Unlock()
-	return v, nil
+	return e.Value, nil
 }
 
 func (c *catalogCache) account(ctx context.Context, id int64) (catalog.MessagingAccount, error) {
-	return lookup(c, c.accounts, id, func() (catalog.MessagingAccount, error) { return c.cat.MessagingAccount(ctx, id) })
+	return lookup(ctx, c.accounts, id)
 }
 
 func (c *catalogCache) template(ctx context.Context, id int64) (catalog.Template, error) {
-	return lookup(c, c.templates, id, func() (catalog.Template, error) { return c.cat.Template(ctx, id) })
+	return lookup(ctx, c.templates, id)
 }
 
 func (c *catalogCache) token(ctx context.Context, accountID int64) (string, error) {
-	return lookup(c, c.tokens, accountID, func() (string, error) { return c.cat.AccessToken(ctx, accountID) })
+	return lookup(ctx, c.tokens, accountID)
 }
 
 // location loads an IANA zone once; an unknown zone (the catalog refuses

@@ -28,7 +28,7 @@
 //
 // sent, delivered, read, failed, skipped_opt_out and cancelled are terminal
 // for the dispatcher. Status callbacks only move forward: sent < failed < delivered
-// < read (see ApplyStatuses).
+// < read (see batchview.ApplyStatuses).
 //
 // # Batch lifecycle
 //
@@ -77,8 +77,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/parleyhq/parley/pkg/batchview"
 )
 
 // Lane is which dispatcher sends a message.
@@ -91,55 +90,52 @@ const (
 	LaneAutomation Lane = "automation"
 )
 
-// State is a message's state (the message_state enum).
-type State string
+// State is a message's state (the message_state enum): the batch view's
+// vocabulary (pkg/batchview), which the engine shares.
+type State = batchview.State
 
 // Message states; see the package documentation.
 const (
-	StateQueued        State = "queued"
-	StateScheduled     State = "scheduled"
-	StateDeferred      State = "deferred"
-	StateSending       State = "sending"
-	StateSent          State = "sent"
-	StateDelivered     State = "delivered"
-	StateRead          State = "read"
-	StateFailed        State = "failed"
-	StateSkippedOptOut State = "skipped_opt_out"
-	StateCancelled     State = "cancelled"
+	StateQueued        = batchview.StateQueued
+	StateScheduled     = batchview.StateScheduled
+	StateDeferred      = batchview.StateDeferred
+	StateSending       = batchview.StateSending
+	StateSent          = batchview.StateSent
+	StateDelivered     = batchview.StateDelivered
+	StateRead          = batchview.StateRead
+	StateFailed        = batchview.StateFailed
+	StateSkippedOptOut = batchview.StateSkippedOptOut
+	StateCancelled     = batchview.StateCancelled
 )
 
 // States lists every message state, in lifecycle order.
-var States = []State{StateQueued, StateScheduled, StateDeferred, StateSending, StateSent,
-	StateDelivered, StateRead, StateFailed, StateSkippedOptOut, StateCancelled}
+var States = batchview.States
 
 // Cancellable lists the states a cancel moves to cancelled: not yet handed
 // to the provider.
-var Cancellable = []State{StateQueued, StateScheduled, StateDeferred}
-
-// Terminal reports whether a message in state s is done for the dispatcher.
-func (s State) Terminal() bool {
-	switch s {
-	case StateSent, StateDelivered, StateRead, StateFailed, StateSkippedOptOut, StateCancelled:
-		return true
-	}
-	return false
-}
+var Cancellable = batchview.Cancellable
 
 // BatchState is a batch's status (the batch_status enum).
-type BatchState string
+type BatchState = batchview.BatchState
 
 // Batch statuses; see the package documentation.
 const (
-	BatchAccepted   BatchState = "accepted"
-	BatchScheduled  BatchState = "scheduled"
-	BatchProcessing BatchState = "processing"
-	BatchCompleted  BatchState = "completed"
-	BatchFailed     BatchState = "failed"
-	BatchCancelled  BatchState = "cancelled"
+	BatchAccepted   = batchview.BatchAccepted
+	BatchScheduled  = batchview.BatchScheduled
+	BatchProcessing = batchview.BatchProcessing
+	BatchCompleted  = batchview.BatchCompleted
+	BatchFailed     = batchview.BatchFailed
+	BatchCancelled  = batchview.BatchCancelled
 )
 
-// ErrNotFound is a batch that does not exist for the asking company.
-var ErrNotFound = errors.New("not found")
+// ErrNotFound is a batch that does not exist for the asking company
+// (batchview.ErrNotFound).
+var ErrNotFound = batchview.ErrNotFound
+
+// CodeUserStoppedMarketing is the provider's refusal of a marketing message
+// to a user who stopped the business's marketing messages
+// (batchview.CodeUserStoppedMarketing).
+const CodeUserStoppedMarketing = batchview.CodeUserStoppedMarketing
 
 // Clock is where every query takes "now" from, never SQL now(), so that
 // tests can stand outside delivery hours or past scheduled_at.
@@ -154,11 +150,7 @@ type Throttle interface {
 }
 
 // DB is what the package's queries run on: a pool or a transaction.
-type DB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+type DB = batchview.DB
 
 // Config is the tuning of a dispatcher, read from the environment.
 type Config struct {

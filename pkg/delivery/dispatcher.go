@@ -16,6 +16,7 @@ import (
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
+	"github.com/parleyhq/parley/pkg/store"
 )
 
 // Deps are what a dispatcher runs on.
@@ -89,7 +90,7 @@ type Consumer struct {
 // stream and subjects of b: its own (ConsumerName), and for the campaign
 // lane the message batches' too (BatchConsumerName). It is nil for an
 // unknown lane. Deployments scale each dispatcher on the lag of all of them
-// (pkg/deploycheck holds deploy/k8s to this list).
+// (testkit/deploycheck holds deploy/k8s to this list).
 func Consumers(lane Lane, b bus.Config) []Consumer {
 	switch lane {
 	case LaneCampaign:
@@ -148,51 +149,18 @@ func (x *Dispatcher) Run(ctx context.Context) error {
 
 	queue := make(chan jetstream.Msg, x.cfg.ExpandWorkers)
 	quit := make(chan struct{})
-	var ccs []jetstream.ConsumeContext
-	for _, con := range cons {
-		cc, err := con.Consume(func(m jetstream.Msg) {
-			select {
-			case queue <- m:
-			case <-quit:
-				_ = m.Nak()
-			}
-		},
-			jetstream.PullMaxMessages(2*x.cfg.ExpandWorkers),
-			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-				if ctx.Err() == nil {
-					x.log.Warn("consume batches", zap.Error(err))
-				}
-			}))
-		if err != nil {
-			for _, cc := range ccs {
-				cc.Stop()
-			}
-			stopEngine()
-			<-engDone
-			return fmt.Errorf("consume %s: %w", con.CachedInfo().Name, err)
-		}
-		ccs = append(ccs, cc)
+	ccs, err := x.consume(ctx, cons, queue, quit)
+	if err != nil {
+		stopEngine()
+		<-engDone
+		return err
 	}
 	var wg sync.WaitGroup
 	for range x.cfg.ExpandWorkers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				select {
-				case m := <-queue:
-					x.handle(m)
-				case <-quit:
-					for {
-						select {
-						case m := <-queue:
-							x.handle(m)
-						default:
-							return
-						}
-					}
-				}
-			}
+			x.expandWorker(queue, quit)
 		}()
 	}
 	x.log.Info("dispatching", zap.String("consumer", ConsumerName(x.lane)), zap.String("stream", x.d.Bus.Stream))
@@ -222,6 +190,55 @@ func (x *Dispatcher) Run(ctx context.Context) error {
 	return nil
 }
 
+// consume starts taking batches from every consumer into queue; once quit is
+// closed, a batch still arriving is given back (nak).
+func (x *Dispatcher) consume(ctx context.Context, cons []jetstream.Consumer, queue chan<- jetstream.Msg, quit <-chan struct{}) ([]jetstream.ConsumeContext, error) {
+	var ccs []jetstream.ConsumeContext
+	for _, con := range cons {
+		cc, err := con.Consume(func(m jetstream.Msg) {
+			select {
+			case queue <- m:
+			case <-quit:
+				_ = m.Nak()
+			}
+		},
+			jetstream.PullMaxMessages(2*x.cfg.ExpandWorkers),
+			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+				if ctx.Err() == nil {
+					x.log.Warn("consume batches", zap.Error(err))
+				}
+			}))
+		if err != nil {
+			for _, cc := range ccs {
+				cc.Stop()
+			}
+			return nil, fmt.Errorf("consume %s: %w", con.CachedInfo().Name, err)
+		}
+		ccs = append(ccs, cc)
+	}
+	return ccs, nil
+}
+
+// expandWorker handles batches from queue until quit is closed, then those
+// still queued.
+func (x *Dispatcher) expandWorker(queue <-chan jetstream.Msg, quit <-chan struct{}) {
+	for {
+		select {
+		case m := <-queue:
+			x.handle(m)
+		case <-quit:
+			for {
+				select {
+				case m := <-queue:
+					x.handle(m)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
 // Wake makes the dispatcher look for due messages of an account now rather
 // than at its next poll.
 func (x *Dispatcher) Wake(accountID int64) { x.eng.wake(accountID) }
@@ -243,54 +260,12 @@ func (x *Dispatcher) handle(msg jetstream.Msg) {
 	stop := x.keepAlive(msg)
 	defer stop()
 
-	var exp Expansion
-	var err error
-	var batchID string
-	subj, subjErr := bus.ParseSubject(msg.Subject())
-	company := subj.CompanyID
-	switch {
-	case x.lane == LaneCampaign && subj.Kind == "batch":
-		var b sendsv1.MessageBatch
-		if uerr := proto.Unmarshal(msg.Data(), &b); uerr != nil {
-			err = reject("undecodable message batch: %v", uerr)
-			break
-		}
-		batchID = b.GetBatchId()
-		if subjErr == nil && !publishedOnItsSubject(subj, b.GetCompanyId(), batchID) {
-			err = reject("batch %s of company %d published on %s", batchID, b.GetCompanyId(), msg.Subject())
-			break
-		}
-		exp, err = x.exp.Messages(ctx, &b)
-	case x.lane == LaneCampaign:
-		var b sendsv1.CampaignBatch
-		if uerr := proto.Unmarshal(msg.Data(), &b); uerr != nil {
-			err = reject("undecodable campaign batch: %v", uerr)
-			break
-		}
-		batchID = b.GetBatchId()
-		if subjErr == nil && !publishedOnItsSubject(subj, b.GetCompanyId(), batchID) {
-			err = reject("batch %s of company %d published on %s", batchID, b.GetCompanyId(), msg.Subject())
-			break
-		}
-		exp, err = x.exp.Campaign(ctx, &b)
-	case x.lane == LaneAutomation:
-		var b sendsv1.AutomationBatch
-		if uerr := proto.Unmarshal(msg.Data(), &b); uerr != nil {
-			err = reject("undecodable automation batch: %v", uerr)
-			break
-		}
-		batchID = b.GetBatchId()
-		if subjErr == nil && !publishedOnItsSubject(subj, b.GetCompanyId(), batchID) {
-			err = reject("batch %s of company %d published on %s", batchID, b.GetCompanyId(), msg.Subject())
-			break
-		}
-		exp, err = x.exp.Automation(ctx, &b)
-	}
+	exp, batchID, company, err := x.expand(ctx, msg)
 	log := x.log.With(zap.String("batch_id", batchID), zap.Int64("company_id", company))
 	var rej *RejectError
 	switch {
 	case errors.As(err, &rej):
-		x.reject(ctx, msg, batchID, rej.Reason, log)
+		x.reject(ctx, msg, rej.Reason, log)
 		return
 	case err != nil:
 		n := uint64(1)
@@ -319,6 +294,44 @@ func (x *Dispatcher) handle(msg jetstream.Msg) {
 	}
 }
 
+// batchMessage is what every batch message of the SENDS stream says.
+type batchMessage interface {
+	proto.Message
+	GetBatchId() string
+	GetCompanyId() int64
+}
+
+// expand decodes one bus message as the batch its lane and subject say
+// (a message batch on the campaign lane's batch subjects, else the lane's
+// own) and expands it. company is the subject's.
+func (x *Dispatcher) expand(ctx context.Context, msg jetstream.Msg) (exp Expansion, batchID string, company int64, err error) {
+	subj, subjErr := bus.ParseSubject(msg.Subject())
+	company = subj.CompanyID
+	var b batchMessage
+	var what string
+	var run func() (Expansion, error)
+	switch {
+	case x.lane == LaneCampaign && subj.Kind == "batch":
+		m := &sendsv1.MessageBatch{}
+		b, what, run = m, "message batch", func() (Expansion, error) { return x.exp.Messages(ctx, m) }
+	case x.lane == LaneCampaign:
+		m := &sendsv1.CampaignBatch{}
+		b, what, run = m, "campaign batch", func() (Expansion, error) { return x.exp.Campaign(ctx, m) }
+	default:
+		m := &sendsv1.AutomationBatch{}
+		b, what, run = m, "automation batch", func() (Expansion, error) { return x.exp.Automation(ctx, m) }
+	}
+	if uerr := proto.Unmarshal(msg.Data(), b); uerr != nil {
+		return Expansion{}, "", company, reject("undecodable %s: %v", what, uerr)
+	}
+	batchID = b.GetBatchId()
+	if subjErr == nil && !publishedOnItsSubject(subj, b.GetCompanyId(), batchID) {
+		return Expansion{}, batchID, company, reject("batch %s of company %d published on %s", batchID, b.GetCompanyId(), msg.Subject())
+	}
+	exp, err = run()
+	return exp, batchID, company, err
+}
+
 // publishedOnItsSubject reports whether a batch came on its company's subject
 // and, when the subject names a batch, on its own.
 func publishedOnItsSubject(s bus.Subject, companyID int64, batchID string) bool {
@@ -327,10 +340,11 @@ func publishedOnItsSubject(s bus.Subject, companyID int64, batchID string) bool 
 
 // reject terminates a batch that can never be expanded, after keeping it
 // in rejected_bus_messages; if even that fails it is retried later.
-func (x *Dispatcher) reject(ctx context.Context, msg jetstream.Msg, batchID, reason string, log *zap.Logger) {
-	if _, err := x.d.Pool.Exec(ctx, `
-		INSERT INTO rejected_bus_messages (subject, msg_id, reason, payload, rejected_at) VALUES ($1, $2, $3, $4, $5)`,
-		msg.Subject(), optional(msg.Headers().Get("Nats-Msg-Id")), reason, msg.Data(), x.d.Clock()); err != nil {
+func (x *Dispatcher) reject(ctx context.Context, msg jetstream.Msg, reason string, log *zap.Logger) {
+	if err := store.KeepRejected(ctx, x.d.Pool, store.RejectedMessage{
+		Subject: msg.Subject(), MsgID: msg.Headers().Get("Nats-Msg-Id"), Reason: reason,
+		Payload: msg.Data(), RejectedAt: x.d.Clock(),
+	}); err != nil {
 		log.Warn("keep rejected batch; will retry", zap.Error(err))
 		x.m.batches.WithLabelValues(string(x.lane), "retried").Inc()
 		_ = msg.NakWithDelay(5 * time.Second)

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parleyhq/parley/pkg/backoff"
+	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/contacts"
@@ -242,14 +243,14 @@ func (e *engine) sweep(ctx context.Context) {
 		n := 0
 		for rows.Next() {
 			var b, s string
-			m := changedMessage{at: now}
-			if err := rows.Scan(&b, &s, &m.id, &m.companyID, &m.phone, &m.code, &m.title); err != nil {
+			m := changedMessage{At: now}
+			if err := rows.Scan(&b, &s, &m.ID, &m.CompanyID, &m.Phone, &m.Code, &m.Title); err != nil {
 				rows.Close()
 				return fmt.Errorf("return stale claims: %w", err)
 			}
 			n++
 			if State(s) == StateFailed {
-				m.batchID, m.state = b, StateFailed
+				m.BatchID, m.State = b, StateFailed
 				failed = append(failed, m)
 			}
 			if !seen[b] {
@@ -273,7 +274,7 @@ func (e *engine) sweep(ctx context.Context) {
 	if err != nil && ctx.Err() == nil {
 		e.warn("sweep", zap.Error(err))
 	}
-	if _, _, err := SweepBacklog(qctx, e.pool, now); err != nil && ctx.Err() == nil {
+	if _, _, err := batchview.SweepBacklog(qctx, e.pool, now); err != nil && ctx.Err() == nil {
 		e.warn("sweep status backlog", zap.Error(err))
 	}
 	var waiting int64
@@ -443,8 +444,8 @@ func (e *engine) claimIn(ctx context.Context, tx pgx.Tx, accountID int64, n int,
 			return c, err
 		}
 		if State(state) == StateSkippedOptOut {
-			skipped = append(skipped, changedMessage{id: c.id, companyID: company, batchID: c.batchID, phone: c.phone,
-				state: StateSkippedOptOut, at: now})
+			skipped = append(skipped, changedMessage{ID: c.id, CompanyID: company, BatchID: c.batchID, Phone: c.phone,
+				State: StateSkippedOptOut, At: now})
 		}
 		c.state = State(state)
 		if len(ov) > 0 {

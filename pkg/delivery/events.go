@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/events"
 )
 
@@ -14,55 +15,14 @@ import (
 // outbox (pkg/events) with the transaction that makes the change: the
 // helpers below are called from each site, in that transaction.
 
-// changedMessage is a message whose state a statement just changed, as the
-// statement's RETURNING gives it.
-type changedMessage struct {
-	id        int64
-	companyID int64
-	batchID   string
-	phone     string
-	state     State
-	wamid     string
-	code      int
-	title     string
-	at        time.Time
-}
-
-// messageEventType is the event of a message reaching state s; ok is false
-// for states no event announces.
-func messageEventType(s State) (events.Type, bool) {
-	switch s {
-	case StateSent:
-		return events.MessageSent, true
-	case StateDelivered:
-		return events.MessageDelivered, true
-	case StateRead:
-		return events.MessageRead, true
-	case StateFailed:
-		return events.MessageFailed, true
-	case StateSkippedOptOut:
-		return events.MessageSkipped, true
-	}
-	return "", false
-}
+// changedMessage is a message whose state a statement just changed
+// (batchview.ChangedMessage).
+type changedMessage = batchview.ChangedMessage
 
 // emitMessages records the events of changed messages with db, the
-// transaction that changed them.
+// transaction that changed them (batchview.EmitMessages).
 func emitMessages(ctx context.Context, db events.Execer, msgs []changedMessage) error {
-	evs := make([]events.Event, 0, len(msgs))
-	for _, m := range msgs {
-		t, ok := messageEventType(m.state)
-		if !ok {
-			continue
-		}
-		data := events.Message{BatchID: m.batchID, MessageID: m.id, Phone: m.phone, State: string(m.state),
-			ProviderMessageID: m.wamid, ChangedAt: m.at.UTC()}
-		if m.state == StateFailed {
-			data.Error = &events.Error{Code: m.code, Title: m.title}
-		}
-		evs = append(evs, events.Event{CompanyID: m.companyID, Type: t, At: m.at, Data: data})
-	}
-	return events.Append(ctx, db, evs...)
+	return batchview.EmitMessages(ctx, db, msgs)
 }
 
 // emitFailedAtExpansion records a message.failed event for every failed
@@ -77,8 +37,8 @@ func emitFailedAtExpansion(ctx context.Context, tx pgx.Tx, batchID string) error
 		return fmt.Errorf("events of failed messages of batch %s: %w", batchID, err)
 	}
 	msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (changedMessage, error) {
-		m := changedMessage{state: StateFailed}
-		err := r.Scan(&m.id, &m.companyID, &m.batchID, &m.phone, &m.code, &m.title, &m.at)
+		m := changedMessage{State: StateFailed}
+		err := r.Scan(&m.ID, &m.CompanyID, &m.BatchID, &m.Phone, &m.Code, &m.Title, &m.At)
 		return m, err
 	})
 	if err != nil {

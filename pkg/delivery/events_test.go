@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
 	"github.com/parleyhq/parley/pkg/contacts"
@@ -67,7 +68,7 @@ func TestEveryStateChangeWritesItsEvent(t *testing.T) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		if _, err := ApplyStatuses(r.Context(), h.pool, ups, h.clock.Now()); err != nil {
+		if _, err := batchview.ApplyStatuses(r.Context(), h.pool, ups, h.clock.Now()); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 		}
 	}))

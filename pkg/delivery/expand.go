@@ -9,7 +9,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/parleyhq/parley/pkg/bus"
@@ -222,16 +224,112 @@ func (x *Expander) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, x.pool, fn)
 }
 
+// sentBatch is what every batch message of the SENDS stream says about its
+// batch.
+type sentBatch interface {
+	proto.Message
+	GetBatchId() string
+	GetCompanyId() int64
+	GetIdempotencyKey() string
+	GetAcceptedAt() *timestamppb.Timestamp
+}
+
+// checkBatch rejects a batch without a UUID or a company.
+func checkBatch(b sentBatch) error {
+	if _, err := uuid.Parse(b.GetBatchId()); err != nil {
+		return reject("batch id %q is not a UUID", b.GetBatchId())
+	}
+	if b.GetCompanyId() <= 0 {
+		return reject("batch %s has no company", b.GetBatchId())
+	}
+	return nil
+}
+
+// rowOf is the batches row of b, of count contacts.
+func rowOf(b sentBatch, count int, forced bool, now time.Time) (batchRow, error) {
+	kind, source, err := bus.DescribeBatch(b)
+	if err != nil {
+		return batchRow{}, err
+	}
+	return batchRow{
+		id: b.GetBatchId(), companyID: b.GetCompanyId(), kind: kind, source: source,
+		contactCount: count, isForced: forced, idempotencyKey: optional(b.GetIdempotencyKey()),
+		acceptedAt: acceptedAt(b.GetAcceptedAt(), now),
+	}, nil
+}
+
+// plan is one batch's expansion for the skeleton every kind shares
+// (Expander.expand): the batch row to record, and either why the whole batch
+// fails (failure; each of phones gets a failed message saying so) or how
+// its messages are created.
+type plan struct {
+	lane    Lane
+	row     batchRow
+	phones  []string
+	failure string
+	now     time.Time
+	// prepare, when set, runs first in the transaction; it may still set
+	// failure.
+	prepare func(ctx context.Context, tx pgx.Tx, p *plan) error
+	// create inserts the messages and says what that did: the expansion,
+	// the batch's status and its failure ("" unless it failed).
+	create func(ctx context.Context, tx pgx.Tx) (Expansion, BatchState, string, error)
+}
+
+// expand records the batch and creates its messages in one transaction:
+// once, however often the batch is delivered; failed when the plan says the
+// batch cannot be sent; cancelled when it was cancelled in the stream.
+func (x *Expander) expand(ctx context.Context, p *plan) (Expansion, error) {
+	var out Expansion
+	err := x.inTx(ctx, func(tx pgx.Tx) error {
+		if p.prepare != nil {
+			if err := p.prepare(ctx, tx, p); err != nil {
+				return err
+			}
+		}
+		fresh, cancelled, err := lockBatch(ctx, tx, p.row)
+		if err != nil || !fresh {
+			out = Expansion{Result: ResultRedelivered}
+			return err
+		}
+		status, failure := BatchFailed, p.failure
+		if failure != "" {
+			out = Expansion{Result: ResultFailed, Messages: len(p.phones)}
+			if err := insertFailed(ctx, tx, p.lane, p.row.id, p.row.companyID, p.phones, failure, p.now); err != nil {
+				return err
+			}
+		} else if out, status, failure, err = p.create(ctx, tx); err != nil {
+			return err
+		}
+		if cancelled {
+			return finishCancelled(ctx, tx, p.row.id, out.Messages, failure, p.now, &out)
+		}
+		return finishBatch(ctx, tx, p.row.id, status, out.Messages, failure, p.now)
+	})
+	if err != nil {
+		return Expansion{}, err
+	}
+	return out, nil
+}
+
+// statusAfter is the status of a batch that created n messages in state.
+func statusAfter(n int, state State) BatchState {
+	switch {
+	case n == 0:
+		return BatchCompleted
+	case state == StateScheduled:
+		return BatchScheduled
+	}
+	return BatchProcessing
+}
+
 // Campaign expands a campaign batch: one message per phone (or per member
 // of its segment), queued now or scheduled for scheduled_at, for the
 // campaign's account and template; bypass_rules is is_forced. Opt-out is
 // decided when a message is claimed, so that a later opt-out still counts.
 func (x *Expander) Campaign(ctx context.Context, b *sendsv1.CampaignBatch) (Expansion, error) {
-	if _, err := uuid.Parse(b.GetBatchId()); err != nil {
-		return Expansion{}, reject("batch id %q is not a UUID", b.GetBatchId())
-	}
-	if b.GetCompanyId() <= 0 {
-		return Expansion{}, reject("batch %s has no company", b.GetBatchId())
+	if err := checkBatch(b); err != nil {
+		return Expansion{}, err
 	}
 	// The gateway removes duplicates (phone.FirstOfEach); one that slips
 	// through still gets a single message.
@@ -239,86 +337,37 @@ func (x *Expander) Campaign(ctx context.Context, b *sendsv1.CampaignBatch) (Expa
 	if bad >= 0 {
 		return Expansion{}, reject("batch %s: phone %d is not E.164", b.GetBatchId(), bad+1)
 	}
-	kind, source, err := bus.DescribeBatch(b)
+	now := x.now()
+	row, err := rowOf(b, len(phones), b.GetIsForced(), now)
 	if err != nil {
 		return Expansion{}, err
 	}
-	now := x.now()
-	var failure string
-	camp, err := x.cat.Campaign(ctx, b.GetCompanyId(), b.GetCampaignId())
-	var acct catalog.MessagingAccount
-	switch {
-	case errors.Is(err, catalog.ErrNotFound):
-		failure = fmt.Sprintf("campaign %d no longer exists", b.GetCampaignId())
-	case err != nil:
+	camp, acct, failure, err := x.campaignTarget(ctx, b.GetCompanyId(), b.GetCampaignId())
+	if err != nil {
 		return Expansion{}, err
-	default:
-		acct, err = x.cat.MessagingAccount(ctx, camp.MessagingAccountID)
-		switch {
-		case errors.Is(err, catalog.ErrNotFound):
-			failure = fmt.Sprintf("messaging account %d of campaign %d no longer exists", camp.MessagingAccountID, camp.ID)
-		case err != nil:
-			return Expansion{}, err
-		case !acct.Connected:
-			failure = fmt.Sprintf("messaging account %d of campaign %d is disconnected", acct.ID, camp.ID)
-		}
-	}
-	row := batchRow{
-		id: b.GetBatchId(), companyID: b.GetCompanyId(), kind: kind, source: source,
-		contactCount: len(phones), isForced: b.GetIsForced(), idempotencyKey: optional(b.GetIdempotencyKey()),
-		acceptedAt: acceptedAt(b.GetAcceptedAt(), now),
 	}
 	if failure == "" {
 		row.campaignID = &camp.ID
 	}
 	state, notBefore := row.schedule(b.GetScheduledAt(), now)
-	var out Expansion
-	err = x.inTx(ctx, func(tx pgx.Tx) error {
-		segmentID := b.GetSegmentId()
-		if segmentID != 0 && failure == "" {
-			var ok bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM segments WHERE id = $1 AND company_id = $2)`,
-				segmentID, b.GetCompanyId()).Scan(&ok); err != nil {
-				return fmt.Errorf("find segment %d: %w", segmentID, err)
-			}
-			if ok {
-				row.segmentID = &segmentID
-			} else {
-				failure = fmt.Sprintf("segment %d no longer exists", segmentID)
-				row.campaignID = nil
-			}
-		}
-		fresh, cancelled, err := lockBatch(ctx, tx, row)
-		if err != nil || !fresh {
-			out = Expansion{Result: ResultRedelivered}
-			return err
-		}
-		if failure != "" {
-			out = Expansion{Result: ResultFailed, Messages: len(phones)}
-			if err := insertFailed(ctx, tx, LaneCampaign, row.id, row.companyID, phones, failure, now); err != nil {
-				return err
-			}
-			if cancelled {
-				return finishCancelled(ctx, tx, row.id, len(phones), failure, now, &out)
-			}
-			return finishBatch(ctx, tx, row.id, BatchFailed, len(phones), failure, now)
-		}
-		var tag int64
-		if row.segmentID != nil {
-			t, err := tx.Exec(ctx, `
+	p := &plan{lane: LaneCampaign, row: row, phones: phones, failure: failure, now: now}
+	if segmentID := b.GetSegmentId(); segmentID != 0 {
+		p.prepare = func(ctx context.Context, tx pgx.Tx, p *plan) error { return findSegment(ctx, tx, p, segmentID) }
+	}
+	p.create = func(ctx context.Context, tx pgx.Tx) (Expansion, BatchState, string, error) {
+		var t pgconn.CommandTag
+		var err error
+		if p.row.segmentID != nil {
+			t, err = tx.Exec(ctx, `
 				INSERT INTO messages (batch_id, seq, company_id, contact_id, phone, messaging_account_id, state, not_before,
 					lane, template_id, bypass_rules, created_at, updated_at)
 				SELECT $1, (row_number() OVER (ORDER BY c.id)) - 1, $2, c.id, c.phone, $3, $4, $5, 'campaign', $6, $7, $8, $8
 				FROM segment_members sm JOIN contacts c ON c.id = sm.contact_id
 				WHERE sm.segment_id = $9 AND c.company_id = $2
 				ON CONFLICT (batch_id, seq) DO NOTHING`,
-				row.id, row.companyID, acct.ID, string(state), notBefore, camp.TemplateID, row.isForced, now, *row.segmentID)
-			if err != nil {
-				return fmt.Errorf("expand segment %d into batch %s: %w", *row.segmentID, row.id, err)
-			}
-			tag = t.RowsAffected()
+				row.id, row.companyID, acct.ID, string(state), notBefore, camp.TemplateID, row.isForced, now, *p.row.segmentID)
 		} else {
-			t, err := tx.Exec(ctx, `
+			t, err = tx.Exec(ctx, `
 				INSERT INTO messages (batch_id, seq, company_id, contact_id, phone, messaging_account_id, state, not_before,
 					lane, template_id, bypass_rules, created_at, updated_at)
 				SELECT $1, p.ord - 1, $2, c.id, p.phone, $3, $4, $5, 'campaign', $6, $7, $8, $8
@@ -326,28 +375,58 @@ func (x *Expander) Campaign(ctx context.Context, b *sendsv1.CampaignBatch) (Expa
 				LEFT JOIN contacts c ON c.company_id = $2 AND c.phone = p.phone
 				ON CONFLICT (batch_id, seq) DO NOTHING`,
 				row.id, row.companyID, acct.ID, string(state), notBefore, camp.TemplateID, row.isForced, now, phones)
-			if err != nil {
-				return fmt.Errorf("expand batch %s: %w", row.id, err)
-			}
-			tag = t.RowsAffected()
 		}
-		status := BatchProcessing
-		switch {
-		case tag == 0:
-			status = BatchCompleted
-		case state == StateScheduled:
-			status = BatchScheduled
+		if err != nil {
+			return Expansion{}, "", "", fmt.Errorf("expand batch %s: %w", row.id, err)
 		}
-		out = Expansion{Result: ResultExpanded, AccountID: acct.ID, Messages: int(tag), Due: tag > 0 && state == StateQueued}
-		if cancelled {
-			return finishCancelled(ctx, tx, row.id, int(tag), "", now, &out)
-		}
-		return finishBatch(ctx, tx, row.id, status, int(tag), "", now)
-	})
-	if err != nil {
-		return Expansion{}, err
+		n := int(t.RowsAffected())
+		return Expansion{Result: ResultExpanded, AccountID: acct.ID, Messages: n, Due: n > 0 && state == StateQueued},
+			statusAfter(n, state), "", nil
 	}
-	return out, nil
+	return x.expand(ctx, p)
+}
+
+// campaignTarget is a campaign and its account, or why a batch of it
+// cannot be sent.
+func (x *Expander) campaignTarget(ctx context.Context, companyID, id int64) (catalog.Campaign, catalog.MessagingAccount, string, error) {
+	camp, err := x.cat.Campaign(ctx, companyID, id)
+	var acct catalog.MessagingAccount
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		return camp, acct, fmt.Sprintf("campaign %d no longer exists", id), nil
+	case err != nil:
+		return camp, acct, "", err
+	}
+	acct, err = x.cat.MessagingAccount(ctx, camp.MessagingAccountID)
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		return camp, acct, fmt.Sprintf("messaging account %d of campaign %d no longer exists", camp.MessagingAccountID, camp.ID), nil
+	case err != nil:
+		return camp, acct, "", err
+	case !acct.Connected:
+		return camp, acct, fmt.Sprintf("messaging account %d of campaign %d is disconnected", acct.ID, camp.ID), nil
+	}
+	return camp, acct, "", nil
+}
+
+// findSegment records a campaign batch's segment, or fails the batch when
+// the segment is gone.
+func findSegment(ctx context.Context, tx pgx.Tx, p *plan, segmentID int64) error {
+	if p.failure != "" {
+		return nil
+	}
+	var ok bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM segments WHERE id = $1 AND company_id = $2)`,
+		segmentID, p.row.companyID).Scan(&ok); err != nil {
+		return fmt.Errorf("find segment %d: %w", segmentID, err)
+	}
+	if ok {
+		p.row.segmentID = &segmentID
+	} else {
+		p.failure = fmt.Sprintf("segment %d no longer exists", segmentID)
+		p.row.campaignID = nil
+	}
+	return nil
 }
 
 // messageOverrides is messages.overrides: what personalises one automation
@@ -370,24 +449,100 @@ type messageOverrides struct {
 // A phone given twice gets one message, its first entry's (the gateway's
 // rule, phone.FirstOfEach, applied again as a safety net).
 func (x *Expander) Automation(ctx context.Context, b *sendsv1.AutomationBatch) (Expansion, error) {
-	if _, err := uuid.Parse(b.GetBatchId()); err != nil {
-		return Expansion{}, reject("batch id %q is not a UUID", b.GetBatchId())
+	if err := checkBatch(b); err != nil {
+		return Expansion{}, err
 	}
-	if b.GetCompanyId() <= 0 {
-		return Expansion{}, reject("batch %s has no company", b.GetBatchId())
-	}
-	type entry struct {
-		up contacts.Upsert
-		ov messageOverrides
-	}
-	kept, order, bad := phone.FirstOfEach(b.GetContacts(), (*sendsv1.AutomationContact).GetPhone)
+	entries, order, bad := automationEntries(b)
 	if bad >= 0 {
 		return Expansion{}, reject("batch %s: contact %d's phone is not E.164", b.GetBatchId(), bad+1)
 	}
-	entries := make(map[string]*entry, len(order))
+	now := x.now()
+	var failure string
+	au, err := x.cat.Automation(ctx, b.GetCompanyId(), b.GetAutomationId())
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		failure = fmt.Sprintf("automation %d no longer exists", b.GetAutomationId())
+	case err != nil:
+		return Expansion{}, err
+	case au.TemplateID == nil:
+		failure = fmt.Sprintf("automation %d has no template", au.ID)
+	case au.MessagingAccountID == nil:
+		failure = fmt.Sprintf("automation %d has no messaging account", au.ID)
+	case !au.AccountConnected:
+		failure = fmt.Sprintf("messaging account %d of automation %d is disconnected", *au.MessagingAccountID, au.ID)
+	}
+	row, err := rowOf(b, len(order), true, now)
+	if err != nil {
+		return Expansion{}, err
+	}
+	reqOv := messageOverrides{ImageURL: b.GetImageUrl(), VideoURL: b.GetVideoUrl(), URL: b.GetUrl(), URL2: b.GetUrl2()}
+	if reqOv.ImageURL != "" || reqOv.VideoURL != "" || reqOv.URL != "" || reqOv.URL2 != "" {
+		if row.overrides, err = json.Marshal(reqOv); err != nil {
+			return Expansion{}, fmt.Errorf("batch overrides: %w", err)
+		}
+	}
+	if failure == "" {
+		row.automationID = &au.ID
+	}
+	p := &plan{lane: LaneAutomation, row: row, phones: order, failure: failure, now: now}
+	p.create = func(ctx context.Context, tx pgx.Tx) (Expansion, BatchState, string, error) {
+		ups := make([]contacts.Upsert, 0, len(order))
+		for _, p := range order {
+			e := entries[p]
+			e.up.Variables = e.ov.Variables
+			ups = append(ups, e.up)
+		}
+		saved, err := contacts.NewStore(tx, func() time.Time { return now }).Upsert(ctx, row.companyID, ups)
+		if err != nil {
+			return Expansion{}, "", "", err
+		}
+		seqs := make([]int32, len(order))
+		ids := make([]int64, len(order))
+		ovs := make([]string, len(order))
+		for i, p := range order {
+			raw, err := entries[p].ov.with(reqOv)
+			if err != nil {
+				return Expansion{}, "", "", err
+			}
+			seqs[i], ids[i], ovs[i] = int32(i), saved[p].ID, raw
+		}
+		t, err := tx.Exec(ctx, `
+			INSERT INTO messages (batch_id, seq, company_id, contact_id, phone, messaging_account_id, state, not_before,
+				lane, template_id, bypass_rules, overrides, created_at, updated_at)
+			SELECT $1, u.seq, $2, u.contact_id, u.phone, $3, 'queued', $4, 'automation', $5, true,
+				NULLIF(u.ov, '{}')::jsonb, $4, $4
+			FROM unnest($6::int[], $7::bigint[], $8::text[], $9::text[]) AS u(seq, contact_id, phone, ov)
+			ON CONFLICT (batch_id, seq) DO NOTHING`,
+			row.id, row.companyID, *au.MessagingAccountID, now, *au.TemplateID, seqs, ids, order, ovs)
+		if err != nil {
+			return Expansion{}, "", "", fmt.Errorf("expand batch %s: %w", row.id, err)
+		}
+		n := int(t.RowsAffected())
+		return Expansion{Result: ResultExpanded, AccountID: *au.MessagingAccountID, Messages: n, Due: n > 0},
+			statusAfter(n, StateQueued), "", nil
+	}
+	return x.expand(ctx, p)
+}
+
+// automationEntry is one contact of an automation trigger: its address-book
+// update and its message's personalisation.
+type automationEntry struct {
+	up contacts.Upsert
+	ov messageOverrides
+}
+
+// automationEntries are a trigger's contacts by phone, the first entry of
+// each (phone.FirstOfEach), and the phones in order; bad is the index of a
+// phone that is not E.164, or -1.
+func automationEntries(b *sendsv1.AutomationBatch) (map[string]*automationEntry, []string, int) {
+	kept, order, bad := phone.FirstOfEach(b.GetContacts(), (*sendsv1.AutomationContact).GetPhone)
+	if bad >= 0 {
+		return nil, nil, bad
+	}
+	entries := make(map[string]*automationEntry, len(order))
 	for i, c := range kept {
 		p := order[i]
-		e := &entry{up: contacts.Upsert{Phone: p}, ov: messageOverrides{Variables: map[string]string{}}}
+		e := &automationEntry{up: contacts.Upsert{Phone: p}, ov: messageOverrides{Variables: map[string]string{}}}
 		entries[p] = e
 		if c.FirstName != nil && *c.FirstName != "" {
 			e.up.FirstName, e.ov.FirstName = c.FirstName, *c.FirstName
@@ -405,112 +560,25 @@ func (x *Expander) Automation(ctx context.Context, b *sendsv1.AutomationBatch) (
 			e.ov.VideoURL = c.GetVideoUrl()
 		}
 	}
-	now := x.now()
-	var failure string
-	au, err := x.cat.Automation(ctx, b.GetCompanyId(), b.GetAutomationId())
-	switch {
-	case errors.Is(err, catalog.ErrNotFound):
-		failure = fmt.Sprintf("automation %d no longer exists", b.GetAutomationId())
-	case err != nil:
-		return Expansion{}, err
-	case au.TemplateID == nil:
-		failure = fmt.Sprintf("automation %d has no template", au.ID)
-	case au.MessagingAccountID == nil:
-		failure = fmt.Sprintf("automation %d has no messaging account", au.ID)
-	case !au.AccountConnected:
-		failure = fmt.Sprintf("messaging account %d of automation %d is disconnected", *au.MessagingAccountID, au.ID)
+	return entries, order, -1
+}
+
+// with is a contact's overrides completed by the request's (its own media
+// win; the URLs are the request's), as messages.overrides.
+func (ov messageOverrides) with(req messageOverrides) (string, error) {
+	if ov.ImageURL == "" {
+		ov.ImageURL = req.ImageURL
 	}
-	kind, source, err := bus.DescribeBatch(b)
+	if ov.VideoURL == "" {
+		ov.VideoURL = req.VideoURL
+	}
+	ov.URL, ov.URL2 = req.URL, req.URL2
+	if len(ov.Variables) == 0 {
+		ov.Variables = nil
+	}
+	raw, err := json.Marshal(ov)
 	if err != nil {
-		return Expansion{}, err
+		return "", fmt.Errorf("message overrides: %w", err)
 	}
-	reqOv := messageOverrides{ImageURL: b.GetImageUrl(), VideoURL: b.GetVideoUrl(), URL: b.GetUrl(), URL2: b.GetUrl2()}
-	var batchOv []byte
-	if reqOv.ImageURL != "" || reqOv.VideoURL != "" || reqOv.URL != "" || reqOv.URL2 != "" {
-		if batchOv, err = json.Marshal(reqOv); err != nil {
-			return Expansion{}, fmt.Errorf("batch overrides: %w", err)
-		}
-	}
-	row := batchRow{
-		id: b.GetBatchId(), companyID: b.GetCompanyId(), kind: kind, source: source,
-		contactCount: len(order), isForced: true, idempotencyKey: optional(b.GetIdempotencyKey()),
-		acceptedAt: acceptedAt(b.GetAcceptedAt(), now), overrides: batchOv,
-	}
-	if failure == "" {
-		row.automationID = &au.ID
-	}
-	var out Expansion
-	err = x.inTx(ctx, func(tx pgx.Tx) error {
-		fresh, cancelled, err := lockBatch(ctx, tx, row)
-		if err != nil || !fresh {
-			out = Expansion{Result: ResultRedelivered}
-			return err
-		}
-		if failure != "" {
-			out = Expansion{Result: ResultFailed, Messages: len(order)}
-			if err := insertFailed(ctx, tx, LaneAutomation, row.id, row.companyID, order, failure, now); err != nil {
-				return err
-			}
-			if cancelled {
-				return finishCancelled(ctx, tx, row.id, len(order), failure, now, &out)
-			}
-			return finishBatch(ctx, tx, row.id, BatchFailed, len(order), failure, now)
-		}
-		ups := make([]contacts.Upsert, 0, len(order))
-		for _, p := range order {
-			e := entries[p]
-			e.up.Variables = e.ov.Variables
-			ups = append(ups, e.up)
-		}
-		saved, err := contacts.NewStore(tx, func() time.Time { return now }).Upsert(ctx, row.companyID, ups)
-		if err != nil {
-			return err
-		}
-		seqs := make([]int32, len(order))
-		ids := make([]int64, len(order))
-		ovs := make([]string, len(order))
-		for i, p := range order {
-			ov := entries[p].ov
-			if ov.ImageURL == "" {
-				ov.ImageURL = reqOv.ImageURL
-			}
-			if ov.VideoURL == "" {
-				ov.VideoURL = reqOv.VideoURL
-			}
-			ov.URL, ov.URL2 = reqOv.URL, reqOv.URL2
-			if len(ov.Variables) == 0 {
-				ov.Variables = nil
-			}
-			raw, err := json.Marshal(ov)
-			if err != nil {
-				return fmt.Errorf("message overrides: %w", err)
-			}
-			seqs[i], ids[i], ovs[i] = int32(i), saved[p].ID, string(raw)
-		}
-		t, err := tx.Exec(ctx, `
-			INSERT INTO messages (batch_id, seq, company_id, contact_id, phone, messaging_account_id, state, not_before,
-				lane, template_id, bypass_rules, overrides, created_at, updated_at)
-			SELECT $1, u.seq, $2, u.contact_id, u.phone, $3, 'queued', $4, 'automation', $5, true,
-				NULLIF(u.ov, '{}')::jsonb, $4, $4
-			FROM unnest($6::int[], $7::bigint[], $8::text[], $9::text[]) AS u(seq, contact_id, phone, ov)
-			ON CONFLICT (batch_id, seq) DO NOTHING`,
-			row.id, row.companyID, *au.MessagingAccountID, now, *au.TemplateID, seqs, ids, order, ovs)
-		if err != nil {
-			return fmt.Errorf("expand batch %s: %w", row.id, err)
-		}
-		n := int(t.RowsAffected())
-		status := BatchProcessing
-		if n == 0 {
-			status = BatchCompleted
-		}
-		out = Expansion{Result: ResultExpanded, AccountID: *au.MessagingAccountID, Messages: n, Due: n > 0}
-		if cancelled {
-			return finishCancelled(ctx, tx, row.id, n, "", now, &out)
-		}
-		return finishBatch(ctx, tx, row.id, status, n, "", now)
-	})
-	if err != nil {
-		return Expansion{}, err
-	}
-	return out, nil
+	return string(raw), nil
 }

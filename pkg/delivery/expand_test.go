@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
@@ -264,7 +265,7 @@ func TestBatchStatusIsScopedByCompany(t *testing.T) {
 		company int64
 		id      string
 	}{{other.ID, b.BatchId}, {f.company.ID, newBatchID(t)}, {f.company.ID, "not-a-uuid"}} {
-		if _, err := BatchStatus(f.ctx, f.pool, tc.company, tc.id); !errors.Is(err, ErrNotFound) {
+		if _, err := batchview.BatchStatus(f.ctx, f.pool, tc.company, tc.id); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("BatchStatus(%d, %s) = %v, want ErrNotFound", tc.company, tc.id, err)
 		}
 	}

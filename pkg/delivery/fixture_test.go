@@ -12,11 +12,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/secretbox"
-	"github.com/parleyhq/parley/pkg/store/storetest"
+	"github.com/parleyhq/parley/testkit/storetest"
 )
 
 // testClock is the injectable clock of a test. It stands still until Run
@@ -219,9 +220,9 @@ func (f *fixture) messages(batchID string) []messageRow {
 	return out
 }
 
-func (f *fixture) batch(id string) Batch {
+func (f *fixture) batch(id string) batchview.Batch {
 	f.t.Helper()
-	b, err := BatchStatus(f.ctx, f.pool, f.company.ID, id)
+	b, err := batchview.BatchStatus(f.ctx, f.pool, f.company.ID, id)
 	if err != nil {
 		f.t.Fatal(err)
 	}

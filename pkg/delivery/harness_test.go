@@ -17,13 +17,14 @@ import (
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus"
-	"github.com/parleyhq/parley/pkg/bus/bustest"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
 	"github.com/parleyhq/parley/pkg/ratelimit"
-	"github.com/parleyhq/parley/pkg/ratelimit/ratelimittest"
+	"github.com/parleyhq/parley/testkit/bustest"
+	"github.com/parleyhq/parley/testkit/ratelimittest"
 )
 
 // harness is a fixture with everything a dispatcher runs on: an embedded
@@ -184,12 +185,12 @@ func (h *harness) publish(b proto.Message, msgID string) {
 func (h *harness) sends(phone string) int64 { return h.sim.SendCount(phone) }
 
 // waitBatch waits until a batch reaches status.
-func (h *harness) waitBatch(id string, status BatchState, within time.Duration) Batch {
+func (h *harness) waitBatch(id string, status BatchState, within time.Duration) batchview.Batch {
 	h.t.Helper()
-	var b Batch
+	var b batchview.Batch
 	eventually(h.t, within, "batch "+id+" "+string(status), func() bool {
 		var err error
-		b, err = BatchStatus(h.ctx, h.pool, h.company.ID, id)
+		b, err = batchview.BatchStatus(h.ctx, h.pool, h.company.ID, id)
 		if errors.Is(err, ErrNotFound) {
 			return false
 		}

@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/phone"
@@ -112,11 +110,8 @@ func (t *targets) account(ctx context.Context, id int64) (string, error) {
 // account disconnected) becomes a failed message saying why; the others are
 // sent. The batch fails as a whole only when every entry did.
 func (x *Expander) Messages(ctx context.Context, b *sendsv1.MessageBatch) (Expansion, error) {
-	if _, err := uuid.Parse(b.GetBatchId()); err != nil {
-		return Expansion{}, reject("batch id %q is not a UUID", b.GetBatchId())
-	}
-	if b.GetCompanyId() <= 0 {
-		return Expansion{}, reject("batch %s has no company", b.GetBatchId())
+	if err := checkBatch(b); err != nil {
+		return Expansion{}, err
 	}
 	msgs, phones, bad := phone.FirstOfEach(b.GetMessages(), (*sendsv1.BatchMessage).GetPhone)
 	if bad >= 0 {
@@ -124,29 +119,13 @@ func (x *Expander) Messages(ctx context.Context, b *sendsv1.MessageBatch) (Expan
 	}
 	n := len(msgs)
 	now := x.now()
-	tg := &targets{cat: x.cat, companyID: b.GetCompanyId(), campaigns: map[int64]target{},
-		templates: map[int64]string{}, accounts: map[int64]string{}}
-	resolved := make([]target, n)
-	for i, m := range msgs {
-		var err error
-		if m.GetCampaignId() != 0 {
-			resolved[i], err = tg.campaign(ctx, m.GetCampaignId())
-		} else {
-			resolved[i], err = tg.direct(ctx, m.GetTemplateId(), m.GetMessagingAccountId())
-		}
-		if err != nil {
-			return Expansion{}, err
-		}
-	}
-
-	kind, source, err := bus.DescribeBatch(b)
+	resolved, err := x.resolve(ctx, b.GetCompanyId(), msgs)
 	if err != nil {
 		return Expansion{}, err
 	}
-	row := batchRow{
-		id: b.GetBatchId(), companyID: b.GetCompanyId(), kind: kind, source: source,
-		contactCount: n, isForced: b.GetIsForced(), idempotencyKey: optional(b.GetIdempotencyKey()),
-		acceptedAt: acceptedAt(b.GetAcceptedAt(), now),
+	row, err := rowOf(b, n, b.GetIsForced(), now)
+	if err != nil {
+		return Expansion{}, err
 	}
 	// One campaign for every message (a connector's target): recorded.
 	if n > 0 && resolved[0].campaignID != 0 && resolved[0].templateID != 0 {
@@ -159,55 +138,12 @@ func (x *Expander) Messages(ctx context.Context, b *sendsv1.MessageBatch) (Expan
 		}
 	}
 	state, notBefore := row.schedule(b.GetScheduledAt(), now)
-
-	seqs := make([]int32, n)
-	accounts, templates := make([]*int64, n), make([]*int64, n)
-	states, ovs, failures := make([]string, n), make([]string, n), make([]*string, n)
-	var firstFailure string
-	failed := 0
-	var wake []int64
-	woken := map[int64]bool{}
-	for i, m := range msgs {
-		r := resolved[i]
-		seqs[i] = int32(i)
-		if r.accountID != 0 {
-			accounts[i] = &r.accountID
-		}
-		if r.templateID != 0 {
-			templates[i] = &r.templateID
-		}
-		if r.failure != "" {
-			states[i], failures[i] = string(StateFailed), &resolved[i].failure
-			failed++
-			if firstFailure == "" {
-				firstFailure = r.failure
-			}
-		} else {
-			states[i] = string(state)
-			if !woken[r.accountID] {
-				woken[r.accountID] = true
-				wake = append(wake, r.accountID)
-			}
-		}
-		ov := messageOverrides{FirstName: m.GetFirstName(), LastName: m.GetLastName(), Variables: m.GetVariables(),
-			ImageURL: m.GetImageUrl(), VideoURL: m.GetVideoUrl(), URL: m.GetUrl(), URL2: m.GetUrl2()}
-		if len(ov.Variables) == 0 {
-			ov.Variables = nil
-		}
-		raw, err := json.Marshal(ov)
-		if err != nil {
-			return Expansion{}, fmt.Errorf("message overrides: %w", err)
-		}
-		ovs[i] = string(raw)
+	cols, err := messageColumnsOf(msgs, resolved, state)
+	if err != nil {
+		return Expansion{}, err
 	}
-
-	var out Expansion
-	err = x.inTx(ctx, func(tx pgx.Tx) error {
-		fresh, cancelled, err := lockBatch(ctx, tx, row)
-		if err != nil || !fresh {
-			out = Expansion{Result: ResultRedelivered}
-			return err
-		}
+	p := &plan{lane: LaneCampaign, row: row, now: now}
+	p.create = func(ctx context.Context, tx pgx.Tx) (Expansion, BatchState, string, error) {
 		t, err := tx.Exec(ctx, `
 			INSERT INTO messages (batch_id, seq, company_id, contact_id, phone, messaging_account_id, state, not_before,
 				lane, template_id, bypass_rules, overrides, error_title, failed_at, created_at, updated_at)
@@ -217,34 +153,97 @@ func (x *Expander) Messages(ctx context.Context, b *sendsv1.MessageBatch) (Expan
 				AS u(seq, phone, account, template, state, ov, failure)
 			LEFT JOIN contacts c ON c.company_id = $2 AND c.phone = u.phone
 			ON CONFLICT (batch_id, seq) DO NOTHING`,
-			row.id, row.companyID, notBefore, row.isForced, now, seqs, phones, accounts, templates, states, ovs, failures)
+			row.id, row.companyID, notBefore, row.isForced, now,
+			cols.seqs, phones, cols.accounts, cols.templates, cols.states, cols.ovs, cols.failures)
 		if err != nil {
-			return fmt.Errorf("expand batch %s: %w", row.id, err)
+			return Expansion{}, "", "", fmt.Errorf("expand batch %s: %w", row.id, err)
 		}
 		created := int(t.RowsAffected())
-		status, failure := BatchProcessing, ""
-		switch {
-		case created == 0:
-			status = BatchCompleted
-		case failed == created:
-			status, failure = BatchFailed, firstFailure
-		case state == StateScheduled:
-			status = BatchScheduled
+		status, failure := statusAfter(created, state), ""
+		if created > 0 && cols.failed == created {
+			status, failure = BatchFailed, cols.firstFailure
 		}
-		out = Expansion{Result: ResultExpanded, Messages: created, Due: state == StateQueued && len(wake) > 0}
-		if failed == created && created > 0 {
+		out := Expansion{Result: ResultExpanded, Messages: created, Due: state == StateQueued && len(cols.wake) > 0}
+		if cols.failed == created && created > 0 {
 			out.Result = ResultFailed
 		}
-		if len(wake) > 0 {
-			out.AccountID, out.MoreAccounts = wake[0], wake[1:]
+		if len(cols.wake) > 0 {
+			out.AccountID, out.MoreAccounts = cols.wake[0], cols.wake[1:]
 		}
-		if cancelled {
-			return finishCancelled(ctx, tx, row.id, created, failure, now, &out)
-		}
-		return finishBatch(ctx, tx, row.id, status, created, failure, now)
-	})
-	if err != nil {
-		return Expansion{}, err
+		return out, status, failure, nil
 	}
-	return out, nil
+	return x.expand(ctx, p)
+}
+
+// resolve finds the target of each message of a batch.
+func (x *Expander) resolve(ctx context.Context, companyID int64, msgs []*sendsv1.BatchMessage) ([]target, error) {
+	tg := &targets{cat: x.cat, companyID: companyID, campaigns: map[int64]target{},
+		templates: map[int64]string{}, accounts: map[int64]string{}}
+	resolved := make([]target, len(msgs))
+	for i, m := range msgs {
+		var err error
+		if m.GetCampaignId() != 0 {
+			resolved[i], err = tg.campaign(ctx, m.GetCampaignId())
+		} else {
+			resolved[i], err = tg.direct(ctx, m.GetTemplateId(), m.GetMessagingAccountId())
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return resolved, nil
+}
+
+// messageColumns are a message batch's messages as the columns of its
+// insert, with how many fail, the first failure, and the accounts to wake
+// (in order).
+type messageColumns struct {
+	seqs                []int32
+	accounts, templates []*int64
+	states, ovs         []string
+	failures            []*string
+	failed              int
+	firstFailure        string
+	wake                []int64
+}
+
+func messageColumnsOf(msgs []*sendsv1.BatchMessage, resolved []target, state State) (messageColumns, error) {
+	n := len(msgs)
+	c := messageColumns{seqs: make([]int32, n), accounts: make([]*int64, n), templates: make([]*int64, n),
+		states: make([]string, n), ovs: make([]string, n), failures: make([]*string, n)}
+	woken := map[int64]bool{}
+	for i, m := range msgs {
+		r := resolved[i]
+		c.seqs[i] = int32(i)
+		if r.accountID != 0 {
+			c.accounts[i] = &r.accountID
+		}
+		if r.templateID != 0 {
+			c.templates[i] = &r.templateID
+		}
+		if r.failure != "" {
+			c.states[i], c.failures[i] = string(StateFailed), &resolved[i].failure
+			c.failed++
+			if c.firstFailure == "" {
+				c.firstFailure = r.failure
+			}
+		} else {
+			c.states[i] = string(state)
+			if !woken[r.accountID] {
+				woken[r.accountID] = true
+				c.wake = append(c.wake, r.accountID)
+			}
+		}
+		ov := messageOverrides{FirstName: m.GetFirstName(), LastName: m.GetLastName(), Variables: m.GetVariables(),
+			ImageURL: m.GetImageUrl(), VideoURL: m.GetVideoUrl(), URL: m.GetUrl(), URL2: m.GetUrl2()}
+		if len(ov.Variables) == 0 {
+			ov.Variables = nil
+		}
+		raw, err := json.Marshal(ov)
+		if err != nil {
+			return messageColumns{}, fmt.Errorf("message overrides: %w", err)
+		}
+		c.ovs[i] = string(raw)
+	}
+	return c, nil
 }

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parleyhq/parley/pkg/batcher"
+	"github.com/parleyhq/parley/pkg/batchview"
 )
 
 // outcomeKind is what became of one claim.
@@ -244,45 +245,61 @@ func (r *recorder) flush(buf []outcome) error {
 	return err
 }
 
-func (r *recorder) write(buf []outcome) error {
+// outcomeColumns are a flush's outcomes as the columns of recordSQL, with
+// the batches only touched and the messages whose contact refused marketing.
+type outcomeColumns struct {
+	ids        []int64
+	claimed    []time.Time
+	kinds      []string
+	wamids     []*string
+	codes      []*int32
+	titles     []*string
+	notBefores []*time.Time
+	ats        []time.Time
+	touched    map[string]bool
+	refused    []int64
+}
+
+func columnsOf(buf []outcome) outcomeColumns {
 	n := len(buf)
-	ids := make([]int64, 0, n)
-	claimed := make([]time.Time, 0, n)
-	kinds := make([]string, 0, n)
-	wamids := make([]*string, 0, n)
-	codes := make([]*int32, 0, n)
-	titles := make([]*string, 0, n)
-	notBefores := make([]*time.Time, 0, n)
-	ats := make([]time.Time, 0, n)
-	touched := map[string]bool{}
-	var refused []int64
+	c := outcomeColumns{
+		ids: make([]int64, 0, n), claimed: make([]time.Time, 0, n), kinds: make([]string, 0, n),
+		wamids: make([]*string, 0, n), codes: make([]*int32, 0, n), titles: make([]*string, 0, n),
+		notBefores: make([]*time.Time, 0, n), ats: make([]time.Time, 0, n), touched: map[string]bool{},
+	}
 	for _, o := range buf {
 		if o.kind == kindTouch {
-			touched[o.batchID] = true
+			c.touched[o.batchID] = true
 			continue
 		}
 		if o.kind == kindFailed && o.code == CodeUserStoppedMarketing {
-			refused = append(refused, o.id)
+			c.refused = append(c.refused, o.id)
 		}
-		ids = append(ids, o.id)
-		claimed = append(claimed, o.claimedAt)
-		kinds = append(kinds, string(o.kind))
-		wamids = append(wamids, optional(o.wamid))
+		c.ids = append(c.ids, o.id)
+		c.claimed = append(c.claimed, o.claimedAt)
+		c.kinds = append(c.kinds, string(o.kind))
+		c.wamids = append(c.wamids, optional(o.wamid))
 		var code *int32
 		if o.code != 0 {
-			c := int32(o.code)
-			code = &c
+			v := int32(o.code)
+			code = &v
 		}
-		codes = append(codes, code)
-		titles = append(titles, optional(o.title))
+		c.codes = append(c.codes, code)
+		c.titles = append(c.titles, optional(o.title))
 		var nb *time.Time
 		if !o.notBefore.IsZero() {
 			t := o.notBefore
 			nb = &t
 		}
-		notBefores = append(notBefores, nb)
-		ats = append(ats, o.at)
+		c.notBefores = append(c.notBefores, nb)
+		c.ats = append(c.ats, o.at)
 	}
+	return c
+}
+
+func (r *recorder) write(buf []outcome) error {
+	cols := columnsOf(buf)
+	ids, touched, refused := cols.ids, cols.touched, cols.refused
 	counts := map[outcomeKind]int{}
 	// Bounded, so that a connection that hangs (rather than fails) is
 	// given up and the flush retried on another.
@@ -293,14 +310,14 @@ func (r *recorder) write(buf []outcome) error {
 		var sent []string
 		var changed []changedMessage
 		if len(ids) > 0 {
-			rows, err := tx.Query(ctx, recordSQL, ids, claimed, kinds, wamids, codes, titles, notBefores, ats)
+			rows, err := tx.Query(ctx, recordSQL, ids, cols.claimed, cols.kinds, cols.wamids, cols.codes, cols.titles, cols.notBefores, cols.ats)
 			if err != nil {
 				return fmt.Errorf("record outcomes: %w", err)
 			}
 			for rows.Next() {
 				var batch, kind, wamid string
 				var m changedMessage
-				if err := rows.Scan(&batch, &kind, &wamid, &m.id, &m.companyID, &m.phone, &m.code, &m.title, &m.at); err != nil {
+				if err := rows.Scan(&batch, &kind, &wamid, &m.ID, &m.CompanyID, &m.Phone, &m.Code, &m.Title, &m.At); err != nil {
 					rows.Close()
 					return fmt.Errorf("record outcomes: %w", err)
 				}
@@ -310,7 +327,7 @@ func (r *recorder) write(buf []outcome) error {
 					sent = append(sent, wamid)
 				}
 				if kind == string(kindSent) || kind == string(kindFailed) {
-					m.batchID, m.state, m.wamid = batch, State(kind), wamid
+					m.BatchID, m.State, m.Wamid = batch, State(kind), wamid
 					changed = append(changed, m)
 				}
 			}
@@ -323,17 +340,11 @@ func (r *recorder) write(buf []outcome) error {
 			}
 		}
 		now := r.now()
-		if err := optOutRefused(ctx, tx, refused, nil, now); err != nil {
+		if err := batchview.OptOutRefused(ctx, tx, refused, nil, now); err != nil {
 			return err
 		}
-		if len(sent) > 0 {
-			early, err := takeBacklog(ctx, tx, sent)
-			if err != nil {
-				return err
-			}
-			if _, err := applyStatuses(ctx, tx, early, now, false); err != nil {
-				return err
-			}
+		if err := batchview.ApplyBacklog(ctx, tx, sent, now); err != nil {
+			return err
 		}
 		batches := make([]string, 0, len(touched))
 		for b := range touched {

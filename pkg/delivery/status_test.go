@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 )
 
@@ -54,7 +55,7 @@ func TestApplyStatusesNeverMovesBackwards(t *testing.T) {
 	st := func(w, s string, d time.Duration) whatsapp.StatusUpdate {
 		return whatsapp.StatusUpdate{MessageID: w, Status: whatsapp.Status(s), Timestamp: at.Add(d)}
 	}
-	res, err := ApplyStatuses(f.ctx, f.pool, []whatsapp.StatusUpdate{
+	res, err := batchview.ApplyStatuses(f.ctx, f.pool, []whatsapp.StatusUpdate{
 		// 0: read arrives before delivered, in one call.
 		st("wamid.0", "read", 2*time.Second), st("wamid.0", "delivered", time.Second),
 		// 1: failed with the provider's code.
@@ -74,7 +75,7 @@ func TestApplyStatusesNeverMovesBackwards(t *testing.T) {
 		t.Fatalf("result = %+v", res)
 	}
 	// Later callbacks that would move backwards change nothing.
-	res, err = ApplyStatuses(f.ctx, f.pool, []whatsapp.StatusUpdate{
+	res, err = batchview.ApplyStatuses(f.ctx, f.pool, []whatsapp.StatusUpdate{
 		st("wamid.0", "delivered", 3*time.Second), st("wamid.0", "sent", 0), st("wamid.0", "failed", 0),
 		st("wamid.2", "failed", 0), st("wamid.2", "sent", 0),
 	}, at)
@@ -82,7 +83,7 @@ func TestApplyStatusesNeverMovesBackwards(t *testing.T) {
 		t.Fatalf("backwards = %+v, %v", res, err)
 	}
 	// A delivery after failed wins (the device answered); the error stays as a note.
-	if res, err = ApplyStatuses(f.ctx, f.pool, []whatsapp.StatusUpdate{st("wamid.1", "delivered", 5*time.Second)}, at); err != nil || res.Applied != 1 {
+	if res, err = batchview.ApplyStatuses(f.ctx, f.pool, []whatsapp.StatusUpdate{st("wamid.1", "delivered", 5*time.Second)}, at); err != nil || res.Applied != 1 {
 		t.Fatalf("delivered after failed = %+v, %v", res, err)
 	}
 	want := []State{StateRead, StateDelivered, StateDelivered, StateSent, StateSent}
@@ -108,7 +109,7 @@ func TestApplyStatusesNeverMovesBackwards(t *testing.T) {
 	f.exec(`UPDATE messages SET provider_message_id = 'wamid.later' WHERE id = $1`, msgs[4].ID)
 	f.exec(`INSERT INTO provider_status_backlog (provider_message_id, status, occurred_at, received_at) VALUES ('wamid.never', 'read', $1, $1)`,
 		at.Add(-8*24*time.Hour))
-	applied, dropped, err := SweepBacklog(f.ctx, f.pool, at)
+	applied, dropped, err := batchview.SweepBacklog(f.ctx, f.pool, at)
 	if err != nil || applied != 1 || dropped != 1 {
 		t.Fatalf("sweep = %d applied, %d dropped, %v", applied, dropped, err)
 	}
@@ -135,7 +136,7 @@ func TestRecorderAppliesEarlyCallbacksAndCompletesBatches(t *testing.T) {
 	}
 	// The provider calls back before the dispatcher records the send.
 	wamid := fmt.Sprintf("wamid.%d", claimedMsgs[0].id)
-	if res, err := ApplyStatuses(f.ctx, f.pool, []whatsapp.StatusUpdate{{MessageID: wamid, Status: whatsapp.StatusDelivered, Timestamp: f.clock.Now()}}, f.clock.Now()); err != nil || res.Backlogged != 1 {
+	if res, err := batchview.ApplyStatuses(f.ctx, f.pool, []whatsapp.StatusUpdate{{MessageID: wamid, Status: whatsapp.StatusDelivered, Timestamp: f.clock.Now()}}, f.clock.Now()); err != nil || res.Backlogged != 1 {
 		t.Fatalf("early callback = %+v, %v", res, err)
 	}
 	at := f.clock.Now()

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/pkg/ratelimit"
-	"github.com/parleyhq/parley/pkg/ratelimit/ratelimittest"
+	"github.com/parleyhq/parley/testkit/ratelimittest"
 )
 
 // TestSentinelFindsMasterAndFailsOver: in sentinel mode the limiter finds

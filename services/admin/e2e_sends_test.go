@@ -19,7 +19,8 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/pkg/apikey"
-	"github.com/parleyhq/parley/pkg/serviceproc"
+	"github.com/parleyhq/parley/pkg/channel/whatsapp"
+	"github.com/parleyhq/parley/testkit/serviceproc"
 )
 
 // The end-to-end test of the Sends pages runs the real campaign dispatcher
@@ -179,7 +180,7 @@ func TestConsoleSendsEndToEnd(t *testing.T) {
 		"PARLEY_PROVIDER_SIM_ADDR="+simAddr,
 		"PARLEY_PROVIDER_SIM_ACCOUNTS="+pnid+":"+token+":20",
 		"PARLEY_PROVIDER_SIM_CALLBACK_URL="+gw.url+"/webhooks/whatsapp",
-		"PARLEY_PROVIDER_SIM_APP_SECRET=parley-local-webhook-secret",
+		"PARLEY_PROVIDER_SIM_APP_SECRET="+whatsapp.DevAppSecret,
 		"PARLEY_PROVIDER_SIM_SENT_DELAY=10ms", "PARLEY_PROVIDER_SIM_DELIVERED_DELAY=100ms", "PARLEY_PROVIDER_SIM_READ=false",
 		"PARLEY_LOG_LEVEL=warn")
 	dispAddr := privateAddr(t)

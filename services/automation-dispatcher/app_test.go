@@ -7,8 +7,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parleyhq/parley/pkg/delivery/dispatchsvc"
-	"github.com/parleyhq/parley/pkg/delivery/dispatchsvc/dispatchsvctest"
 	"github.com/parleyhq/parley/services/automation-dispatcher/internal/config"
+	"github.com/parleyhq/parley/testkit/dispatchsvctest"
 )
 
 // TestAppDeliversAndShutsDownInOrder boots this binary's newApp, with its

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/parleyhq/parley/pkg v0.0.0
+	github.com/parleyhq/parley/testkit v0.0.0
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 )
@@ -58,3 +59,5 @@ require (
 )
 
 replace github.com/parleyhq/parley/pkg => ../../pkg
+
+replace github.com/parleyhq/parley/testkit => ../../testkit

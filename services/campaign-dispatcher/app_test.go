@@ -7,9 +7,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parleyhq/parley/pkg/delivery/dispatchsvc"
-	"github.com/parleyhq/parley/pkg/delivery/dispatchsvc/dispatchsvctest"
-	"github.com/parleyhq/parley/pkg/ratelimit/ratelimittest"
 	"github.com/parleyhq/parley/services/campaign-dispatcher/internal/config"
+	"github.com/parleyhq/parley/testkit/dispatchsvctest"
+	"github.com/parleyhq/parley/testkit/ratelimittest"
 )
 
 // TestAppDeliversAndShutsDownInOrder boots this binary's newApp, with its

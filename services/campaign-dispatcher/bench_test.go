@@ -24,8 +24,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
-	"github.com/parleyhq/parley/pkg/delivery/drilltally"
-	"github.com/parleyhq/parley/pkg/serviceproc"
+	"github.com/parleyhq/parley/testkit/drilltally"
+	"github.com/parleyhq/parley/testkit/serviceproc"
 )
 
 func TestBenchDelivery(t *testing.T) {

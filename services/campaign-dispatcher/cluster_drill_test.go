@@ -15,7 +15,7 @@ package main
 // then runs on one process of each and one NATS server: it must reach the
 // same recipients and leave every message in the same state.
 //
-// Counted at provider-sim per recipient (pkg/delivery/drilltally): lost
+// Counted at provider-sim per recipient (testkit/drilltally): lost
 // must be 0, nothing may fail, duplicates stay within the sends the
 // provider had taken but no dispatcher had recorded at each kill. Of the
 // gateways' answers while the stream had no leader, every 202's contacts
@@ -41,9 +41,9 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/pkg/apikey"
-	"github.com/parleyhq/parley/pkg/bus/bustest"
-	"github.com/parleyhq/parley/pkg/delivery/drilltally"
-	"github.com/parleyhq/parley/pkg/serviceproc"
+	"github.com/parleyhq/parley/testkit/bustest"
+	"github.com/parleyhq/parley/testkit/drilltally"
+	"github.com/parleyhq/parley/testkit/serviceproc"
 )
 
 const (

@@ -4,7 +4,7 @@ package main
 
 // Crash drills (make drills): each runs the real dispatcher binary and
 // provider-sim with thousands of messages in flight, breaks one part, and
-// counts outside the system (pkg/delivery/drilltally): every accepted phone
+// counts outside the system (testkit/drilltally): every accepted phone
 // must reach provider-sim, no message may fail that the drill did not make
 // fail, and the provider may get a second send only for the sends it had
 // taken but the dispatcher had not recorded at a kill. They print what they
@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parleyhq/parley/pkg/delivery/drilltally"
+	"github.com/parleyhq/parley/testkit/drilltally"
 )
 
 const (

@@ -17,17 +17,17 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/parleyhq/parley/pkg/bus"
-	"github.com/parleyhq/parley/pkg/bus/bustest"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
-	"github.com/parleyhq/parley/pkg/delivery/drilltally"
 	"github.com/parleyhq/parley/pkg/ratelimit"
-	"github.com/parleyhq/parley/pkg/ratelimit/ratelimittest"
 	"github.com/parleyhq/parley/pkg/secretbox"
-	"github.com/parleyhq/parley/pkg/serviceproc"
 	"github.com/parleyhq/parley/pkg/store"
-	"github.com/parleyhq/parley/pkg/store/storetest"
+	"github.com/parleyhq/parley/testkit/bustest"
+	"github.com/parleyhq/parley/testkit/drilltally"
+	"github.com/parleyhq/parley/testkit/ratelimittest"
+	"github.com/parleyhq/parley/testkit/serviceproc"
+	"github.com/parleyhq/parley/testkit/storetest"
 )
 
 const drillToken = "drill-access-token-0123456789"
@@ -273,7 +273,7 @@ func (e *drillEnv) count(sql string, args ...any) int {
 }
 
 // take counts the accepted contacts at provider-sim, per recipient, and in
-// the messages table (pkg/delivery/drilltally).
+// the messages table (testkit/drilltally).
 func (e *drillEnv) take() drilltally.Tally {
 	e.t.Helper()
 	tl, err := drilltally.Take(e.ctx, drilltally.Sim{URL: e.sim.base}, e.pool, e.accepted)

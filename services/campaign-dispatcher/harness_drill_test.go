@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parleyhq/parley/pkg/serviceproc"
+	"github.com/parleyhq/parley/testkit/serviceproc"
 )
 
 var bins struct {

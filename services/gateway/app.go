@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parleyhq/parley/pkg/batchctl"
+	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
@@ -23,6 +24,7 @@ import (
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/ratelimit"
 	"github.com/parleyhq/parley/pkg/store"
+	"github.com/parleyhq/parley/pkg/ttlcache"
 	"github.com/parleyhq/parley/services/gateway/internal/apidoc"
 	"github.com/parleyhq/parley/services/gateway/internal/auth"
 	"github.com/parleyhq/parley/services/gateway/internal/config"
@@ -32,7 +34,6 @@ import (
 	"github.com/parleyhq/parley/services/gateway/internal/lookup"
 	"github.com/parleyhq/parley/services/gateway/internal/segments"
 	"github.com/parleyhq/parley/services/gateway/internal/sends"
-	"github.com/parleyhq/parley/services/gateway/internal/ttlcache"
 )
 
 // app is the gateway's composition root.
@@ -111,7 +112,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 
 	records := deliveryRecords{pool: pool, pending: handoff.NewPending(pub.JetStream(), cfg.NATS), now: now}
 	segs := segments.NewStore(pool, now)
-	if cfg.WebhookAppSecret == "parley-local-webhook-secret" {
+	if whatsapp.IsDevAppSecret(cfg.WebhookAppSecret) {
 		log.Warn("PARLEY_WEBHOOK_APP_SECRET is the local development secret: set the Meta app secret in production")
 	}
 
@@ -158,11 +159,11 @@ type deliveryRecords struct {
 	now     func() time.Time
 }
 
-func (d deliveryRecords) RecordedBatch(ctx context.Context, companyID int64, batchID string) (delivery.Batch, error) {
-	return delivery.BatchStatus(ctx, d.pool, companyID, batchID)
+func (d deliveryRecords) RecordedBatch(ctx context.Context, companyID int64, batchID string) (batchview.Batch, error) {
+	return batchview.BatchStatus(ctx, d.pool, companyID, batchID)
 }
 
-func (d deliveryRecords) PendingBatch(ctx context.Context, companyID int64, batchID string) (delivery.Batch, error) {
+func (d deliveryRecords) PendingBatch(ctx context.Context, companyID int64, batchID string) (batchview.Batch, error) {
 	return d.pending.Batch(ctx, companyID, batchID)
 }
 
@@ -202,7 +203,7 @@ func (d deliveryRecords) BatchMessages(ctx context.Context, companyID int64, bat
 }
 
 func (d deliveryRecords) ApplyStatuses(ctx context.Context, updates []whatsapp.StatusUpdate) error {
-	_, err := delivery.ApplyStatuses(ctx, d.pool, updates, d.now())
+	_, err := batchview.ApplyStatuses(ctx, d.pool, updates, d.now())
 	return err
 }
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/pkg/ratelimit"
-	"github.com/parleyhq/parley/pkg/ratelimit/ratelimittest"
+	"github.com/parleyhq/parley/testkit/ratelimittest"
 )
 
 // fallbackTotal sums parley_ratelimit_fallback_total over its reasons, read

@@ -20,9 +20,9 @@ import (
 	"github.com/parleyhq/parley/pkg/contacts"
 	"github.com/parleyhq/parley/pkg/delivery"
 	"github.com/parleyhq/parley/pkg/delivery/dispatchsvc"
-	"github.com/parleyhq/parley/pkg/delivery/drilltally"
 	"github.com/parleyhq/parley/pkg/envconfig"
 	"github.com/parleyhq/parley/services/gateway/internal/segments"
+	"github.com/parleyhq/parley/testkit/drilltally"
 )
 
 func envInt(t *testing.T, name string, def int) int {

@@ -11,15 +11,15 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/parleyhq/parley/pkg/bus/bustest"
 	"github.com/parleyhq/parley/pkg/envconfig"
 	"github.com/parleyhq/parley/pkg/events"
 	"github.com/parleyhq/parley/pkg/secretbox"
-	"github.com/parleyhq/parley/pkg/serviceproc"
-	"github.com/parleyhq/parley/pkg/store/storetest"
 	"github.com/parleyhq/parley/pkg/webhooks"
 	"github.com/parleyhq/parley/pkg/webhooks/webhooksim"
 	"github.com/parleyhq/parley/services/webhook-sender/internal/config"
+	"github.com/parleyhq/parley/testkit/bustest"
+	"github.com/parleyhq/parley/testkit/serviceproc"
+	"github.com/parleyhq/parley/testkit/storetest"
 )
 
 // TestAppSendsAndShutsDown boots this binary's newApp with its own

@@ -32,17 +32,17 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/parleyhq/parley/pkg/bus"
-	"github.com/parleyhq/parley/pkg/bus/bustest"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/ratelimit"
-	"github.com/parleyhq/parley/pkg/ratelimit/ratelimittest"
 	"github.com/parleyhq/parley/pkg/secretbox"
-	"github.com/parleyhq/parley/pkg/serviceproc"
-	"github.com/parleyhq/parley/pkg/store/storetest"
 	"github.com/parleyhq/parley/pkg/webhooks"
 	"github.com/parleyhq/parley/pkg/webhooks/webhooksim"
+	"github.com/parleyhq/parley/testkit/bustest"
+	"github.com/parleyhq/parley/testkit/ratelimittest"
+	"github.com/parleyhq/parley/testkit/serviceproc"
+	"github.com/parleyhq/parley/testkit/storetest"
 )
 
 var bins struct{ sender, campaign, providerSim string }

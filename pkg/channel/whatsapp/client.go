@@ -18,7 +18,7 @@ import (
 const (
 	DefaultBaseURL         = "https://graph.facebook.com"
 	DefaultAPIVersion      = "v21.0"
-	DefaultTimeout         = 15 * time.Second
+	DefaultTimeout         = 10 * time.Second
 	DefaultMaxConnsPerHost = 1024
 )
 

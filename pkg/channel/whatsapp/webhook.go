@@ -19,6 +19,14 @@ import (
 // SignatureHeader is the header in which Meta signs a webhook's body.
 const SignatureHeader = "X-Hub-Signature-256"
 
+// DevAppSecret is the app secret of local development: the gateway's
+// default PARLEY_WEBHOOK_APP_SECRET, which `make run` and docker-compose
+// give provider-sim too. A deployment that still uses it is warned.
+const DevAppSecret = "parley-local-webhook-secret"
+
+// IsDevAppSecret reports whether secret is the local development secret.
+func IsDevAppSecret(secret string) bool { return secret == DevAppSecret }
+
 // WebhookObject is the object field of WhatsApp webhooks.
 const WebhookObject = "whatsapp_business_account"
 

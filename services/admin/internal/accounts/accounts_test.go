@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/parleyhq/parley/pkg/store/storetest"
 	"github.com/parleyhq/parley/services/admin/internal/accounts"
+	"github.com/parleyhq/parley/testkit/storetest"
 )
 
 func newCompany(t *testing.T, pool *pgxpool.Pool, slug string) int64 {

@@ -16,8 +16,8 @@ import (
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/pkg/store"
-	"github.com/parleyhq/parley/pkg/store/storetest"
 	"github.com/parleyhq/parley/services/admin/internal/accounts"
+	"github.com/parleyhq/parley/testkit/storetest"
 )
 
 func TestUsageMistakesExitTwo(t *testing.T) {

@@ -3,13 +3,13 @@ package config
 import (
 	"testing"
 
-	"github.com/parleyhq/parley/pkg/deploycheck"
 	"github.com/parleyhq/parley/pkg/store"
+	"github.com/parleyhq/parley/testkit/deploycheck"
 )
 
 // docker-compose.yml runs admin with this configuration, and the one-shot
 // migrate service (parleyctl migrate, from the admin image) with the
-// PostgreSQL part of it (pkg/deploycheck says what is checked).
+// PostgreSQL part of it (testkit/deploycheck says what is checked).
 func TestComposeService(t *testing.T) {
 	deploycheck.ComposeService(t, "admin", Config{})
 	deploycheck.ComposeService(t, "migrate", store.Config{})

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parleyhq/parley/pkg/store/storetest"
 	"github.com/parleyhq/parley/services/admin/internal/loginthrottle"
+	"github.com/parleyhq/parley/testkit/storetest"
 )
 
 func TestNetwork(t *testing.T) {

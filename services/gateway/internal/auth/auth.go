@@ -20,7 +20,7 @@ import (
 
 	"github.com/parleyhq/parley/pkg/apikey"
 	"github.com/parleyhq/parley/pkg/bus"
-	"github.com/parleyhq/parley/services/gateway/internal/ttlcache"
+	"github.com/parleyhq/parley/pkg/ttlcache"
 )
 
 // Outcomes of authentication that are the caller's fault; each maps to one

@@ -12,9 +12,9 @@ import (
 
 	"github.com/parleyhq/parley/pkg/apikey"
 	"github.com/parleyhq/parley/pkg/bus"
-	"github.com/parleyhq/parley/pkg/store/storetest"
+	"github.com/parleyhq/parley/pkg/ttlcache"
 	"github.com/parleyhq/parley/services/gateway/internal/auth"
-	"github.com/parleyhq/parley/services/gateway/internal/ttlcache"
+	"github.com/parleyhq/parley/testkit/storetest"
 )
 
 type clock struct {

@@ -3,12 +3,12 @@ package config
 import (
 	"testing"
 
-	"github.com/parleyhq/parley/pkg/deploycheck"
+	"github.com/parleyhq/parley/testkit/deploycheck"
 )
 
 // docker-compose.yml runs gateway with this configuration: the variables it
 // sets exist here, its servers are not loopback, its port and healthcheck
-// match the listen address (pkg/deploycheck says what is checked).
+// match the listen address (testkit/deploycheck says what is checked).
 func TestComposeService(t *testing.T) {
 	deploycheck.ComposeService(t, "gateway", Config{})
 }

@@ -10,9 +10,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/parleyhq/parley/pkg/bus"
-	"github.com/parleyhq/parley/pkg/bus/bustest"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/services/gateway/internal/handoff"
+	"github.com/parleyhq/parley/testkit/bustest"
 )
 
 func TestPublishWaitsForTheAckAndDeduplicates(t *testing.T) {

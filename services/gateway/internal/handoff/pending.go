@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
-	"github.com/parleyhq/parley/pkg/delivery"
 )
 
 // Pending finds a batch that the stream acknowledged but no dispatcher has
@@ -47,11 +47,11 @@ func (p *Pending) handle(ctx context.Context) (jetstream.Stream, error) {
 }
 
 // Batch returns the company's batch while it waits in the stream, with
-// status accepted; delivery.ErrNotFound when it is not there.
-func (p *Pending) Batch(ctx context.Context, companyID int64, batchID string) (delivery.Batch, error) {
+// status accepted; batchview.ErrNotFound when it is not there.
+func (p *Pending) Batch(ctx context.Context, companyID int64, batchID string) (batchview.Batch, error) {
 	s, err := p.handle(ctx)
 	if err != nil {
-		return delivery.Batch{}, err
+		return batchview.Batch{}, err
 	}
 	for _, subject := range p.cfg.PendingSubjects(companyID, batchID) {
 		m, err := s.GetLastMsgForSubject(ctx, subject)
@@ -59,62 +59,33 @@ func (p *Pending) Batch(ctx context.Context, companyID int64, batchID string) (d
 			continue
 		}
 		if err != nil {
-			return delivery.Batch{}, fmt.Errorf("%w: look up %s: %v", ErrUnavailable, subject, err)
+			return batchview.Batch{}, fmt.Errorf("%w: look up %s: %v", ErrUnavailable, subject, err)
 		}
 		return decodePending(companyID, subject, m.Data, p.cfg)
 	}
-	return delivery.Batch{}, delivery.ErrNotFound
+	return batchview.Batch{}, batchview.ErrNotFound
 }
 
-// decodePending reads a batch waiting on subject. Its kind and source are
-// bus.DescribeBatch's, as the dispatcher that records it decides them.
-func decodePending(companyID int64, subject string, data []byte, cfg bus.Config) (delivery.Batch, error) {
-	b := delivery.Batch{CompanyID: companyID, Status: delivery.BatchAccepted, Counts: map[delivery.State]int{}}
-	for _, s := range delivery.States {
-		b.Counts[s] = 0
-	}
+// decodePending reads a batch waiting on subject: the subject says which
+// batch message it is, and batchview.Pending builds the batch from it, as
+// batchview.BatchStatus builds a recorded one.
+func decodePending(companyID int64, subject string, data []byte, cfg bus.Config) (batchview.Batch, error) {
 	var msg proto.Message
-	var err error
 	switch {
 	case strings.HasPrefix(subject, cfg.CampaignSubject(companyID)+"."):
-		m := &sendsv1.CampaignBatch{}
-		if err = proto.Unmarshal(data, m); err == nil {
-			b.ID, b.IsForced = m.BatchId, m.IsForced
-			b.ContactCount = len(m.Phones)
-			if m.SegmentId != 0 {
-				b.ContactCount = int(m.SegmentSize)
-			}
-			b.AcceptedAt = m.AcceptedAt.AsTime()
-			if m.ScheduledAt != nil {
-				t := m.ScheduledAt.AsTime()
-				b.ScheduledAt = &t
-			}
-		}
-		msg = m
+		msg = &sendsv1.CampaignBatch{}
 	case strings.HasPrefix(subject, cfg.AutomationSubject(companyID)+"."):
-		m := &sendsv1.AutomationBatch{}
-		if err = proto.Unmarshal(data, m); err == nil {
-			b.ID, b.IsForced = m.BatchId, true
-			b.ContactCount, b.AcceptedAt = len(m.Contacts), m.AcceptedAt.AsTime()
-		}
-		msg = m
+		msg = &sendsv1.AutomationBatch{}
 	default:
-		m := &sendsv1.MessageBatch{}
-		if err = proto.Unmarshal(data, m); err == nil {
-			b.ID, b.IsForced = m.BatchId, m.IsForced
-			b.ContactCount, b.AcceptedAt = len(m.Messages), m.AcceptedAt.AsTime()
-			if m.ScheduledAt != nil {
-				t := m.ScheduledAt.AsTime()
-				b.ScheduledAt = &t
-			}
-		}
-		msg = m
+		msg = &sendsv1.MessageBatch{}
 	}
+	err := proto.Unmarshal(data, msg)
+	var b batchview.Batch
 	if err == nil {
-		b.Kind, b.Source, err = bus.DescribeBatch(msg)
+		b, err = batchview.Pending(companyID, msg)
 	}
 	if err != nil {
-		return delivery.Batch{}, fmt.Errorf("decode pending batch on %s: %w", subject, err)
+		return batchview.Batch{}, fmt.Errorf("decode pending batch on %s: %w", subject, err)
 	}
 	return b, nil
 }

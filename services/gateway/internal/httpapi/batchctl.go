@@ -45,6 +45,13 @@ func decodeCancel(body []byte, contentType string) (struct{}, error) {
 	return decodeJSON(body, contentType, func(b []byte) (struct{}, error) { return validation.Decode(cancelModel, b) })
 }
 
+// cancelJSON is the answer to a cancel: how many messages it cancelled and
+// the batch afterwards.
+type cancelJSON struct {
+	Cancelled int `json:"cancelled"`
+	batchJSON
+}
+
 // cancelBatch serves POST /api/batches/{batch_id}/cancel: 200 with how many
 // messages this cancel moved to cancelled and the batch afterwards; 0 when
 // nothing was left to cancel. An id that is not a batch id, an unknown id
@@ -65,7 +72,7 @@ func (h *handlers) cancelBatch(c *gin.Context) {
 			if err == nil {
 				c.Set(ctxBatchID, id.String())
 			}
-			return http.StatusOK, res, err
+			return http.StatusOK, cancelJSON{Cancelled: res.Cancelled, batchJSON: batchBody(res.Batch)}, err
 		})
 }
 

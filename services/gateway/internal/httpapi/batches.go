@@ -5,33 +5,62 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
-	"github.com/parleyhq/parley/pkg/delivery"
+	"github.com/parleyhq/parley/pkg/batchview"
+	"github.com/parleyhq/parley/pkg/bus"
 )
 
 // BatchReader reads a batch's status and counts: RecordedBatch from
-// PostgreSQL (pkg/delivery), PendingBatch from the stream for a batch no
-// dispatcher has taken yet. Both answer delivery.ErrNotFound for a batch
-// they do not hold.
+// PostgreSQL (batchview.BatchStatus), PendingBatch from the stream for a
+// batch no dispatcher has taken yet (batchview.Pending). Both answer
+// batchview.ErrNotFound for a batch they do not hold.
 type BatchReader interface {
-	RecordedBatch(ctx context.Context, companyID int64, batchID string) (delivery.Batch, error)
-	PendingBatch(ctx context.Context, companyID int64, batchID string) (delivery.Batch, error)
+	RecordedBatch(ctx context.Context, companyID int64, batchID string) (batchview.Batch, error)
+	PendingBatch(ctx context.Context, companyID int64, batchID string) (batchview.Batch, error)
+}
+
+// batchJSON is the public shape of a batch: GET /api/batches/{batch_id},
+// and the batch in a cancel's answer.
+type batchJSON struct {
+	ID           string        `json:"batch_id"`
+	CompanyID    int64         `json:"company_id"`
+	Kind         bus.BatchKind `json:"kind"`
+	Source       bus.Source    `json:"source"`
+	Status       string        `json:"status"`
+	Error        string        `json:"error,omitempty"`
+	ContactCount int           `json:"contacts"`
+	IsForced     bool          `json:"is_forced"`
+	ScheduledAt  *time.Time    `json:"scheduled_at,omitempty"`
+	AcceptedAt   time.Time     `json:"accepted_at"`
+	CompletedAt  *time.Time    `json:"completed_at,omitempty"`
+	CancelledAt  *time.Time    `json:"cancelled_at,omitempty"`
+	// Counts has every message state, zero included.
+	Counts map[batchview.State]int `json:"counts"`
+}
+
+func batchBody(b batchview.Batch) batchJSON {
+	return batchJSON{
+		ID: b.ID, CompanyID: b.CompanyID, Kind: b.Kind, Source: b.Source, Status: string(b.Status), Error: b.Error,
+		ContactCount: b.ContactCount, IsForced: b.IsForced, ScheduledAt: b.ScheduledAt, AcceptedAt: b.AcceptedAt,
+		CompletedAt: b.CompletedAt, CancelledAt: b.CancelledAt, Counts: b.Counts,
+	}
 }
 
 // findBatch looks in the record, then in the stream, then in the record
 // again: a dispatcher commits a batch's record before it acks the stream's
 // copy, so a batch accepted and moving from one to the other is always found.
-func findBatch(ctx context.Context, r BatchReader, companyID int64, id string) (delivery.Batch, error) {
+func findBatch(ctx context.Context, r BatchReader, companyID int64, id string) (batchview.Batch, error) {
 	b, err := r.RecordedBatch(ctx, companyID, id)
-	if !errors.Is(err, delivery.ErrNotFound) {
+	if !errors.Is(err, batchview.ErrNotFound) {
 		return b, err
 	}
 	b, err = r.PendingBatch(ctx, companyID, id)
-	if !errors.Is(err, delivery.ErrNotFound) {
+	if !errors.Is(err, batchview.ErrNotFound) {
 		return b, err
 	}
 	return r.RecordedBatch(ctx, companyID, id)
@@ -48,7 +77,7 @@ func (h *handlers) batchStatus(c *gin.Context) {
 	}
 	b, err := findBatch(c.Request.Context(), h.batches, principal(c).CompanyID, id.String())
 	switch {
-	case errors.Is(err, delivery.ErrNotFound):
+	case errors.Is(err, batchview.ErrNotFound):
 		abortDetail(c, http.StatusNotFound, "Batch not found")
 		return
 	case err != nil:
@@ -56,7 +85,7 @@ func (h *handlers) batchStatus(c *gin.Context) {
 		abortUnavailable(c)
 		return
 	}
-	body, err := json.Marshal(b)
+	body, err := json.Marshal(batchBody(b))
 	if err != nil {
 		abortDetail(c, http.StatusInternalServerError, msgInternal)
 		return

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/pkg/apikey"
-	"github.com/parleyhq/parley/pkg/serviceproc"
+	"github.com/parleyhq/parley/testkit/serviceproc"
 )
 
 // RevokeOptions are the knobs of make bench-revoke.

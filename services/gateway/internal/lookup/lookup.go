@@ -12,7 +12,7 @@ import (
 
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/catalog"
-	"github.com/parleyhq/parley/services/gateway/internal/ttlcache"
+	"github.com/parleyhq/parley/pkg/ttlcache"
 )
 
 // ErrNotFound is a record that does not exist for the caller's company.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/contacts"
-	"github.com/parleyhq/parley/pkg/store/storetest"
 	"github.com/parleyhq/parley/services/gateway/internal/segments"
+	"github.com/parleyhq/parley/testkit/storetest"
 )
 
 func ptr(s string) *string { return &s }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
-	"github.com/parleyhq/parley/pkg/delivery/drilltally"
+	"github.com/parleyhq/parley/testkit/drilltally"
 )
 
 // TestCountPerRecipient: loss is the accepted phones the provider never

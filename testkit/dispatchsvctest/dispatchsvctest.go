@@ -24,8 +24,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus"
-	"github.com/parleyhq/parley/pkg/bus/bustest"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
@@ -33,10 +33,11 @@ import (
 	"github.com/parleyhq/parley/pkg/delivery"
 	"github.com/parleyhq/parley/pkg/delivery/dispatchsvc"
 	"github.com/parleyhq/parley/pkg/ratelimit"
-	"github.com/parleyhq/parley/pkg/ratelimit/ratelimittest"
 	"github.com/parleyhq/parley/pkg/secretbox"
-	"github.com/parleyhq/parley/pkg/serviceproc"
-	"github.com/parleyhq/parley/pkg/store/storetest"
+	"github.com/parleyhq/parley/testkit/bustest"
+	"github.com/parleyhq/parley/testkit/ratelimittest"
+	"github.com/parleyhq/parley/testkit/serviceproc"
+	"github.com/parleyhq/parley/testkit/storetest"
 )
 
 // Boot builds the service under test, as its main does: the service's own
@@ -174,7 +175,7 @@ func deliversAndShutsDown(t *testing.T, lane delivery.Lane, rc *ratelimit.RedisC
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		b, err := delivery.BatchStatus(ctx, pool, co.ID, id)
+		b, err := batchview.BatchStatus(ctx, pool, co.ID, id)
 		if err == nil && b.Status == delivery.BatchCompleted {
 			if b.Counts[delivery.StateSent] != 2 {
 				t.Fatalf("batch = %+v", b)

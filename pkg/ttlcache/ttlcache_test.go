@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parleyhq/parley/services/gateway/internal/ttlcache"
+	"github.com/parleyhq/parley/pkg/ttlcache"
 )
 
 type clock struct {

@@ -1,5 +1,6 @@
-// Package ttlcache is the gateway's read-through cache of records it needs on
-// every request (keys, campaigns, automations): entries live for a short TTL,
+// Package ttlcache is the read-through cache of records needed on every
+// request or send (the gateway's keys, campaigns and automations; the
+// dispatchers' accounts, templates and tokens): entries live for a short TTL,
 // concurrent misses share one load, an expired entry may still serve while
 // the database cannot be reached, and entries can be dropped at once when a
 // change is broadcast.

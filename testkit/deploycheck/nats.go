@@ -17,7 +17,7 @@ var (
 )
 
 // checkNATS holds every place that names a NATS version to the one the
-// tests embed (the nats-server module pkg/go.mod requires): the Makefile's
+// tests embed (the nats-server module testkit/go.mod requires): the Makefile's
 // NATS_SERVER_VERSION (the binary of bin/ the drills and compose-smoke run),
 // the compose service nats's image and every nats image of deploy/k8s, as
 // nats:<version> or nats:<version>-<variant>. The configuration each of them
@@ -35,7 +35,7 @@ func checkNATS(root string, compose *Compose, k *Kubernetes) []error {
 	if m := makefileNATSVersion.FindSubmatch(mk); m == nil {
 		fail("the Makefile sets no NATS_SERVER_VERSION")
 	} else if got := string(m[1]); got != want {
-		fail("the Makefile pins nats-server v%s, the tests embed v%s (pkg/go.mod)", got, want)
+		fail("the Makefile pins nats-server v%s, the tests embed v%s (testkit/go.mod)", got, want)
 	}
 
 	svc, ok := compose.Project.Services["nats"]

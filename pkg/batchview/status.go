@@ -1,16 +1,14 @@
-package delivery
+package batchview
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
+	"github.com/parleyhq/parley/pkg/contacts"
 )
 
 // statusRow is one status update as the SQL takes it; provider callbacks
@@ -119,7 +117,7 @@ func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, 
 	if err != nil {
 		return ApplyResult{}, fmt.Errorf("apply %d statuses: %w", n, err)
 	}
-	var changed []changedMessage
+	var changed []ChangedMessage
 	for dbRows.Next() {
 		var id, company *int64
 		var batch, phone, state, wamid, title *string
@@ -130,8 +128,8 @@ func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, 
 			return ApplyResult{}, fmt.Errorf("apply %d statuses: %w", n, err)
 		}
 		if id != nil {
-			changed = append(changed, changedMessage{id: *id, companyID: *company, batchID: *batch, phone: *phone,
-				state: State(*state), wamid: *wamid, code: *code, title: *title, at: *at})
+			changed = append(changed, ChangedMessage{ID: *id, CompanyID: *company, BatchID: *batch, Phone: *phone,
+				State: State(*state), Wamid: *wamid, Code: *code, Title: *title, At: *at})
 		}
 	}
 	dbRows.Close()
@@ -139,11 +137,11 @@ func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, 
 		return ApplyResult{}, fmt.Errorf("apply %d statuses: %w", n, err)
 	}
 	res.Applied = len(changed)
-	if err := emitMessages(ctx, db, changed); err != nil {
+	if err := EmitMessages(ctx, db, changed); err != nil {
 		return ApplyResult{}, err
 	}
 	if refused := refusedWamids(rows); len(refused) > 0 {
-		if err := optOutRefused(ctx, db, nil, refused, now); err != nil {
+		if err := OptOutRefused(ctx, db, nil, refused, now); err != nil {
 			return ApplyResult{}, err
 		}
 	}
@@ -237,73 +235,77 @@ func SweepBacklog(ctx context.Context, db interface {
 	return applied, dropped, err
 }
 
-// Batch is a send batch with its messages counted by state.
-type Batch struct {
-	ID           string        `json:"batch_id"`
-	CompanyID    int64         `json:"company_id"`
-	Kind         bus.BatchKind `json:"kind"`
-	Source       bus.Source    `json:"source"`
-	Status       BatchState    `json:"status"`
-	Error        string        `json:"error,omitempty"`
-	ContactCount int           `json:"contacts"`
-	IsForced     bool          `json:"is_forced"`
-	ScheduledAt  *time.Time    `json:"scheduled_at,omitempty"`
-	AcceptedAt   time.Time     `json:"accepted_at"`
-	CompletedAt  *time.Time    `json:"completed_at,omitempty"`
-	// CancelledAt is when the batch was first cancelled.
-	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
-	// Counts has every message state, zero included.
-	Counts map[State]int `json:"counts"`
+// CodeUserStoppedMarketing is the provider's refusal of a marketing message
+// to a user who stopped the business's marketing messages: the message
+// fails and its contact is opted out of campaigns (reason provider).
+const CodeUserStoppedMarketing = 131050
+
+// refusedSQL finds the messages the provider refused with 131050, by id
+// ($1) or by wamid ($2).
+const refusedSQL = `
+SELECT id, company_id, phone, COALESCE(provider_message_id, ''), COALESCE(failed_at, $3)
+FROM messages
+WHERE (id = ANY($1::bigint[]) OR provider_message_id = ANY($2::text[])) AND error_code = 131050
+ORDER BY id`
+
+// optOutRefused opts out the contacts of the messages the provider refused
+// with 131050 (named by id or wamid), with tx, the transaction that records
+// the refusal. A message already counted changes nothing.
+func OptOutRefused(ctx context.Context, tx DB, ids []int64, wamids []string, now time.Time) error {
+	if len(ids) == 0 && len(wamids) == 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, refusedSQL, ids, wamids, now)
+	if err != nil {
+		return fmt.Errorf("find messages refused with 131050: %w", err)
+	}
+	type refused struct {
+		id, company int64
+		phone       string
+		wamid       string
+		at          time.Time
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (refused, error) {
+		var x refused
+		err := r.Scan(&x.id, &x.company, &x.phone, &x.wamid, &x.at)
+		return x, err
+	})
+	if err != nil {
+		return fmt.Errorf("find messages refused with 131050: %w", err)
+	}
+	for _, x := range list {
+		if _, err := contacts.RecordConsent(ctx, tx, contacts.ConsentChange{
+			CompanyID: x.company, Phone: x.phone, OptedOut: true, Reason: contacts.ReasonProvider,
+			ProviderMessageID: x.wamid, MessageID: x.id, At: x.at,
+		}, now); err != nil {
+			return fmt.Errorf("opt out the contact of message %d: %w", x.id, err)
+		}
+	}
+	return nil
 }
 
-// BatchStatus returns a company's batch with its messages counted by state;
-// another company's batch (or an unknown or malformed id) is ErrNotFound.
-// db may be a transaction.
-func BatchStatus(ctx context.Context, db DB, companyID int64, batchID string) (Batch, error) {
-	if _, err := uuid.Parse(batchID); err != nil {
-		return Batch{}, fmt.Errorf("batch %q: %w", batchID, ErrNotFound)
-	}
-	var b Batch
-	var status, source string
-	err := db.QueryRow(ctx, `
-		SELECT id::text, company_id, kind::text, source, status::text, COALESCE(error, ''), contact_count, is_forced,
-			scheduled_at, accepted_at, completed_at, cancelled_at
-		FROM batches WHERE id = $1::uuid AND company_id = $2`, batchID, companyID).
-		Scan(&b.ID, &b.CompanyID, &b.Kind, &source, &status, &b.Error, &b.ContactCount, &b.IsForced,
-			&b.ScheduledAt, &b.AcceptedAt, &b.CompletedAt, &b.CancelledAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Batch{}, fmt.Errorf("batch %s: %w", batchID, ErrNotFound)
-	}
-	if err != nil {
-		return Batch{}, fmt.Errorf("load batch %s: %w", batchID, err)
-	}
-	b.Status, b.Source = BatchState(status), bus.ParseSource(source) // recorded with a legacy spelling: canonical
-	b.Counts = make(map[State]int, len(States))
-	for _, s := range States {
-		b.Counts[s] = 0
-	}
-	rows, err := db.Query(ctx, `SELECT state::text, count(*) FROM messages WHERE batch_id = $1::uuid GROUP BY state`, b.ID)
-	if err != nil {
-		return Batch{}, fmt.Errorf("count messages of batch %s: %w", batchID, err)
-	}
-	defer rows.Close()
-	total := 0
-	for rows.Next() {
-		var s string
-		var n int
-		if err := rows.Scan(&s, &n); err != nil {
-			return Batch{}, fmt.Errorf("count messages of batch %s: %w", batchID, err)
+// refusedWamids are the wamids of failed statuses with 131050.
+func refusedWamids(rows []statusRow) []string {
+	var out []string
+	for _, r := range rows {
+		if r.status == string(whatsapp.StatusFailed) && r.code == CodeUserStoppedMarketing {
+			out = append(out, r.wamid)
 		}
-		b.Counts[State(s)] = n
-		total += n
 	}
-	if err := rows.Err(); err != nil {
-		return Batch{}, fmt.Errorf("count messages of batch %s: %w", batchID, err)
+	return out
+}
+
+// ApplyBacklog applies the backlogged status callbacks of wamids, the
+// messages a recorder has just recorded as sent (their callbacks raced the
+// send's record), with tx, the transaction that records them.
+func ApplyBacklog(ctx context.Context, tx DB, wamids []string, now time.Time) error {
+	if len(wamids) == 0 {
+		return nil
 	}
-	if b.Status == BatchCancelled && total == 0 {
-		// Cancelled in the stream and not expanded yet: its messages will
-		// be created cancelled.
-		b.Counts[StateCancelled] = b.ContactCount
+	early, err := takeBacklog(ctx, tx, wamids)
+	if err != nil {
+		return err
 	}
-	return b, nil
+	_, err = applyStatuses(ctx, tx, early, now, false)
+	return err
 }

@@ -1,0 +1,200 @@
+// Package batchview is the record of a send batch as the gateway and the
+// dispatchers both read and update it: the vocabulary of message and batch
+// states, a batch with its messages counted by state (recorded in
+// PostgreSQL, or still waiting in the SENDS stream: both built by the same
+// code), and the provider's status callbacks applied to the messages,
+// through one path, with the backlog of callbacks that arrive before their
+// send is recorded (see ApplyStatuses).
+//
+// The engine that creates and sends the messages is pkg/delivery; the
+// public JSON shape of a batch is the gateway's (services/gateway/internal/httpapi).
+package batchview
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/bus/sendsv1"
+)
+
+// State is a message's state (the message_state enum); see pkg/delivery's
+// documentation for the lifecycle.
+type State string
+
+// Message states.
+const (
+	StateQueued        State = "queued"
+	StateScheduled     State = "scheduled"
+	StateDeferred      State = "deferred"
+	StateSending       State = "sending"
+	StateSent          State = "sent"
+	StateDelivered     State = "delivered"
+	StateRead          State = "read"
+	StateFailed        State = "failed"
+	StateSkippedOptOut State = "skipped_opt_out"
+	StateCancelled     State = "cancelled"
+)
+
+// States lists every message state, in lifecycle order.
+var States = []State{StateQueued, StateScheduled, StateDeferred, StateSending, StateSent,
+	StateDelivered, StateRead, StateFailed, StateSkippedOptOut, StateCancelled}
+
+// Cancellable lists the states a cancel moves to cancelled: not yet handed
+// to the provider.
+var Cancellable = []State{StateQueued, StateScheduled, StateDeferred}
+
+// Terminal reports whether a message in state s is done for the dispatcher.
+func (s State) Terminal() bool {
+	switch s {
+	case StateSent, StateDelivered, StateRead, StateFailed, StateSkippedOptOut, StateCancelled:
+		return true
+	}
+	return false
+}
+
+// BatchState is a batch's status (the batch_status enum).
+type BatchState string
+
+// Batch statuses; see pkg/delivery's documentation.
+const (
+	BatchAccepted   BatchState = "accepted"
+	BatchScheduled  BatchState = "scheduled"
+	BatchProcessing BatchState = "processing"
+	BatchCompleted  BatchState = "completed"
+	BatchFailed     BatchState = "failed"
+	BatchCancelled  BatchState = "cancelled"
+)
+
+// ErrNotFound is a batch that does not exist for the asking company.
+var ErrNotFound = errors.New("not found")
+
+// DB is what the package's queries run on: a pool or a transaction.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Batch is a send batch with its messages counted by state. Its public JSON
+// shape is the gateway's.
+type Batch struct {
+	ID           string
+	CompanyID    int64
+	Kind         bus.BatchKind
+	Source       bus.Source
+	Status       BatchState
+	Error        string
+	ContactCount int
+	IsForced     bool
+	ScheduledAt  *time.Time
+	AcceptedAt   time.Time
+	CompletedAt  *time.Time
+	// CancelledAt is when the batch was first cancelled.
+	CancelledAt *time.Time
+	// Counts has every message state, zero included.
+	Counts map[State]int
+}
+
+// counted completes a batch with its messages' counts (by state; the states
+// not given are zero). A batch with no messages yet that is cancelled
+// (cancelled in the stream, not expanded yet) counts its contacts as
+// cancelled: its messages will be created cancelled. Recorded and pending
+// batches are both finished here.
+func (b Batch) counted(counts map[State]int) Batch {
+	b.Counts = make(map[State]int, len(States))
+	total := 0
+	for _, s := range States {
+		b.Counts[s] = counts[s]
+		total += counts[s]
+	}
+	if b.Status == BatchCancelled && total == 0 {
+		b.Counts[StateCancelled] = b.ContactCount
+	}
+	return b
+}
+
+// BatchStatus returns a company's recorded batch with its messages counted
+// by state; another company's batch (or an unknown or malformed id) is
+// ErrNotFound. db may be a transaction.
+func BatchStatus(ctx context.Context, db DB, companyID int64, batchID string) (Batch, error) {
+	if _, err := uuid.Parse(batchID); err != nil {
+		return Batch{}, fmt.Errorf("batch %q: %w", batchID, ErrNotFound)
+	}
+	var b Batch
+	var status, source string
+	err := db.QueryRow(ctx, `
+		SELECT id::text, company_id, kind::text, source, status::text, COALESCE(error, ''), contact_count, is_forced,
+			scheduled_at, accepted_at, completed_at, cancelled_at
+		FROM batches WHERE id = $1::uuid AND company_id = $2`, batchID, companyID).
+		Scan(&b.ID, &b.CompanyID, &b.Kind, &source, &status, &b.Error, &b.ContactCount, &b.IsForced,
+			&b.ScheduledAt, &b.AcceptedAt, &b.CompletedAt, &b.CancelledAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Batch{}, fmt.Errorf("batch %s: %w", batchID, ErrNotFound)
+	}
+	if err != nil {
+		return Batch{}, fmt.Errorf("load batch %s: %w", batchID, err)
+	}
+	b.Status, b.Source = BatchState(status), bus.ParseSource(source) // recorded with a legacy spelling: canonical
+	rows, err := db.Query(ctx, `SELECT state::text, count(*) FROM messages WHERE batch_id = $1::uuid GROUP BY state`, b.ID)
+	if err != nil {
+		return Batch{}, fmt.Errorf("count messages of batch %s: %w", batchID, err)
+	}
+	defer rows.Close()
+	counts := map[State]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		if err := rows.Scan(&s, &n); err != nil {
+			return Batch{}, fmt.Errorf("count messages of batch %s: %w", batchID, err)
+		}
+		counts[State(s)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return Batch{}, fmt.Errorf("count messages of batch %s: %w", batchID, err)
+	}
+	return b.counted(counts), nil
+}
+
+// Pending is a batch message waiting in the SENDS stream (no dispatcher has
+// recorded it yet) as a batch of companyID with status accepted and no
+// messages. Its kind and source are bus.DescribeBatch's, as the dispatcher
+// that records it decides them; a campaign batch to a segment counts the
+// segment's size as the gateway measured it.
+func Pending(companyID int64, msg proto.Message) (Batch, error) {
+	kind, source, err := bus.DescribeBatch(msg)
+	if err != nil {
+		return Batch{}, err
+	}
+	b := Batch{CompanyID: companyID, Kind: kind, Source: source, Status: BatchAccepted}
+	var scheduled interface{ AsTime() time.Time }
+	switch m := msg.(type) {
+	case *sendsv1.CampaignBatch:
+		b.ID, b.IsForced, b.ContactCount, b.AcceptedAt = m.BatchId, m.IsForced, len(m.Phones), m.AcceptedAt.AsTime()
+		if m.SegmentId != 0 {
+			b.ContactCount = int(m.SegmentSize)
+		}
+		if m.ScheduledAt != nil {
+			scheduled = m.ScheduledAt
+		}
+	case *sendsv1.AutomationBatch:
+		b.ID, b.IsForced, b.ContactCount, b.AcceptedAt = m.BatchId, true, len(m.Contacts), m.AcceptedAt.AsTime()
+	case *sendsv1.MessageBatch:
+		b.ID, b.IsForced, b.ContactCount, b.AcceptedAt = m.BatchId, m.IsForced, len(m.Messages), m.AcceptedAt.AsTime()
+		if m.ScheduledAt != nil {
+			scheduled = m.ScheduledAt
+		}
+	}
+	if scheduled != nil {
+		t := scheduled.AsTime()
+		b.ScheduledAt = &t
+	}
+	return b.counted(nil), nil
+}
