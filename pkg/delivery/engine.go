@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -14,10 +13,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
+	"github.com/parleyhq/parley/pkg/backoff"
 	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/contacts"
+	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/ratelimit"
 )
 
@@ -123,7 +124,7 @@ type engine struct {
 	sendCtx context.Context
 
 	mu      sync.Mutex
-	warned  map[string]time.Time
+	warner  *ops.Warner
 	runCtx  context.Context
 	workers map[int64]*laneWorker
 	wg      sync.WaitGroup
@@ -143,7 +144,7 @@ func newEngine(lane Lane, cfg Config, pool *pgxpool.Pool, cat Catalog, sender wh
 		slots:   make(chan struct{}, cfg.Workers),
 		sendCtx: context.Background(),
 		workers: map[int64]*laneWorker{},
-		warned:  map[string]time.Time{},
+		warner:  ops.NewWarner(log, warnInterval),
 	}
 }
 
@@ -153,18 +154,7 @@ func newEngine(lane Lane, cfg Config, pool *pgxpool.Pool, cat Catalog, sender wh
 const warnInterval = 10 * time.Second
 
 // warn logs a recurring failure at most once per warnInterval per message.
-func (e *engine) warn(msg string, fields ...zap.Field) {
-	e.mu.Lock()
-	last, seen := e.warned[msg]
-	now := time.Now()
-	if seen && now.Sub(last) < warnInterval {
-		e.mu.Unlock()
-		return
-	}
-	e.warned[msg] = now
-	e.mu.Unlock()
-	e.log.Warn(msg, fields...)
-}
+func (e *engine) warn(msg string, fields ...zap.Field) { e.warner.Warn(msg, fields...) }
 
 // run discovers accounts with due work, returns stale claims and applies
 // early status callbacks until ctx ends; then it stops claiming, lets the
@@ -603,14 +593,5 @@ func (e *engine) failure(o outcome, m claimed, err error) outcome {
 // [0, min(cap, base*2^(attempt-1))]) so that a burst of failures does not
 // come back as a burst.
 func Backoff(base, limit time.Duration, attempt int) time.Duration {
-	d := limit
-	if attempt < 1 {
-		attempt = 1
-	}
-	if attempt-1 < 40 {
-		if exp := base << (attempt - 1); exp > 0 && exp < limit {
-			d = exp
-		}
-	}
-	return rand.N(d + 1)
+	return backoff.Jittered(base, limit, attempt)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
+	"github.com/parleyhq/parley/pkg/batcher"
 	"github.com/parleyhq/parley/pkg/batchview"
 )
 
@@ -159,130 +159,47 @@ func completeBatches(ctx context.Context, tx pgx.Tx, batches []string, now time.
 // of them, and their transactions overlap except for the short batch-row
 // locks at the end.
 type recorder struct {
-	lane     Lane
-	pool     *pgxpool.Pool
-	now      Clock
-	log      *zap.Logger
-	m        *Metrics
-	interval time.Duration
-	size     int
-	// giveUp bounds the retries once the recorder is closed.
-	giveUp time.Duration
-
-	flushers int
-	in       chan outcome
-	done     chan struct{}
+	lane  Lane
+	pool  *pgxpool.Pool
+	now   Clock
+	log   *zap.Logger
+	m     *Metrics
+	queue *batcher.Batcher[outcome]
 }
 
 func newRecorder(lane Lane, pool *pgxpool.Pool, now Clock, log *zap.Logger, m *Metrics, cfg Config) *recorder {
-	return &recorder{
-		lane: lane, pool: pool, now: now, log: log, m: m,
-		interval: cfg.FlushInterval, size: cfg.FlushSize, giveUp: cfg.ShutdownTimeout,
-		flushers: max(cfg.Recorders, 1),
-		in:       make(chan outcome, cfg.Workers),
-		done:     make(chan struct{}),
-	}
+	r := &recorder{lane: lane, pool: pool, now: now, log: log, m: m}
+	r.queue = batcher.New(batcher.Config{
+		Size: cfg.FlushSize, Interval: cfg.FlushInterval, Flushers: cfg.Recorders, Queue: cfg.Workers,
+		GiveUp: cfg.ShutdownTimeout,
+	}, batcher.Hooks[outcome]{
+		Write: r.flush,
+		Failed: func(pending, failures int, err error) {
+			r.m.flushFailures.WithLabelValues(string(r.lane)).Inc()
+			if failures == 1 || failures%50 == 0 {
+				r.log.Error("record outcomes; retrying", zap.Int("outcomes", pending), zap.Int("failures", failures), zap.Error(err))
+			}
+		},
+		Recovered: func(failures int) {
+			r.log.Info("recorded outcomes after failures", zap.Int("failures", failures))
+		},
+		GaveUp: func(pending int) {
+			r.log.Error("recorder gave up at shutdown: these claims will be sent again after the lease",
+				zap.Int("outcomes", pending))
+		},
+	})
+	return r
 }
 
 // add queues an outcome; it blocks while the recorder is FlushSize behind,
 // which holds back new claims.
-func (r *recorder) add(o outcome) { r.in <- o }
+func (r *recorder) add(o outcome) { r.queue.Add(o) }
 
 // close flushes what is queued and stops; call it once no add can happen.
-func (r *recorder) close() {
-	close(r.in)
-	<-r.done
-}
+func (r *recorder) close() { r.queue.Close() }
 
-// run starts the flushers and returns; done closes when all have stopped.
-func (r *recorder) run() {
-	var wg sync.WaitGroup
-	for range r.flushers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.flusher()
-		}()
-	}
-	go func() {
-		wg.Wait()
-		close(r.done)
-	}()
-}
-
-func (r *recorder) flusher() {
-	var buf []outcome
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	armed := false
-	// Since Go 1.23 Reset discards a pending fire, so no draining is needed.
-	arm := func(d time.Duration) {
-		timer.Reset(d)
-		armed = true
-	}
-	failures := 0
-	closed := false
-	var deadline time.Time
-	flush := func() {
-		if len(buf) == 0 {
-			return
-		}
-		if err := r.flush(buf); err != nil {
-			failures++
-			r.m.flushFailures.WithLabelValues(string(r.lane)).Inc()
-			if failures == 1 || failures%50 == 0 {
-				r.log.Error("record outcomes; retrying", zap.Int("outcomes", len(buf)), zap.Int("failures", failures), zap.Error(err))
-			}
-			arm(min(time.Duration(failures)*100*time.Millisecond, 2*time.Second))
-			return
-		}
-		if failures > 0 {
-			r.log.Info("recorded outcomes after failures", zap.Int("failures", failures))
-		}
-		failures = 0
-		buf = buf[:0]
-		armed = false
-	}
-	for {
-		if closed {
-			if len(buf) == 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				r.log.Error("recorder gave up at shutdown: these claims will be sent again after the lease",
-					zap.Int("outcomes", len(buf)))
-				return
-			}
-		}
-		in := r.in
-		if closed {
-			in = nil
-		}
-		select {
-		case o, ok := <-in:
-			if !ok {
-				closed = true
-				deadline = time.Now().Add(r.giveUp)
-				if failures == 0 {
-					flush()
-				}
-				continue
-			}
-			buf = append(buf, o)
-			if failures > 0 {
-				continue
-			}
-			if len(buf) >= r.size {
-				flush()
-			} else if !armed {
-				arm(r.interval)
-			}
-		case <-timer.C:
-			armed = false
-			flush()
-		}
-	}
-}
+// run starts the flushers and returns.
+func (r *recorder) run() { r.queue.Start() }
 
 // transient reports whether a failed flush may succeed as it is (the
 // server was unreachable, restarting, or chose this transaction as a

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -38,12 +36,6 @@ func TestBrowserSends(t *testing.T) {
 	e := newEnv(t, nil)
 	now := time.Date(2025, 6, 2, 9, 30, 0, 0, time.UTC)
 	e.Clock.Set(now)
-	shots := screenshotDir(t)
-	old, _ := filepath.Glob(filepath.Join(shots, "sends-*.png"))
-	for _, f := range old {
-		_ = os.Remove(f)
-	}
-
 	t0 := now.Add(-40 * time.Minute)
 	completed := e.seedBatch(e.CompanyID, "campaign", "/api/campaigns/send", "completed", t0, 0, concat(
 		spread(120, "delivered", 20*time.Second, 6*time.Minute, 0, ""),
@@ -65,70 +57,12 @@ func TestBrowserSends(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(exe),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.Flag("mute-audio", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 900),
-	)
-	defer cancelAlloc()
-	tab, closeTab := chromedp.NewContext(allocCtx)
-	defer closeTab()
-
-	step := 0
-	shot := func(name string) {
-		t.Helper()
-		step++
-		png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		path := filepath.Join(shots, fmt.Sprintf("sends-%02d-%s.png", step, name))
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot %s", path)
-	}
-	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(tab, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	submit := func(what string, sel chromedp.CSS, wantStatus int) {
-		t.Helper()
-		res, err := chromedp.RunResponse(tab, chromedp.Click(sel))
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		if int(res.Status) != wantStatus {
-			t.Fatalf("%s: page status %d, want %d", what, res.Status, wantStatus)
-		}
-	}
+	b := newBrowserRun(t, ctx, exe, "sends")
+	tab, do, submit, count, shot := b.tab, b.do, b.submit, b.count, b.shot
+	// text folds the white space inside too.
 	text := func(sel chromedp.CSS) string {
 		t.Helper()
-		s, err := chromedp.Run(tab, chromedp.TextContent(sel))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return strings.Join(strings.Fields(s), " ")
-	}
-	count := func(sel string) int {
-		t.Helper()
-		n, err := chromedp.Run(tab, chromedp.Evaluate[int](fmt.Sprintf(`document.querySelectorAll(%q).length`, sel)))
-		if err != nil {
-			t.Fatalf("count %s: %v", sel, err)
-		}
-		return n
+		return strings.Join(strings.Fields(b.text(sel)), " ")
 	}
 	// stateCount is the count the batch page shows for a state.
 	stateCount := func(state string) string {
@@ -137,11 +71,7 @@ func TestBrowserSends(t *testing.T) {
 	}
 	signIn := func(email string) {
 		t.Helper()
-		do("open the console", chromedp.Navigate(e.URL+"/login"), chromedp.WaitVisible(chromedp.ID("email")))
-		do("fill the sign-in form",
-			chromedp.SendKeys(chromedp.ID("email"), email),
-			chromedp.SendKeys(chromedp.ID("password"), testPassword))
-		submit("sign in", `button[type=submit]`, http.StatusOK)
+		b.signIn(e.URL+"/login", email)
 	}
 
 	// The list, from the sidebar.

@@ -88,6 +88,96 @@ func chromiumTab(t *testing.T, ctx context.Context, exe string) context.Context 
 	return tab
 }
 
+// browserRun is one test's headless Chromium tab with the steps the browser
+// tests share; screenshots go to artifacts/screenshots as <prefix>-NN-<name>.png
+// (the previous run's are removed first).
+type browserRun struct {
+	t      *testing.T
+	tab    context.Context
+	shots  string
+	prefix string
+	step   int
+}
+
+func newBrowserRun(t *testing.T, ctx context.Context, exe, prefix string) *browserRun {
+	t.Helper()
+	shots := screenshotDir(t)
+	old, _ := filepath.Glob(filepath.Join(shots, prefix+"-*.png"))
+	for _, f := range old {
+		_ = os.Remove(f)
+	}
+	return &browserRun{t: t, tab: chromiumTab(t, ctx, exe), shots: shots, prefix: prefix}
+}
+
+// shot photographs the whole page as the next step.
+func (b *browserRun) shot(name string) {
+	b.t.Helper()
+	b.step++
+	png, err := chromedp.Run(b.tab, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	path := filepath.Join(b.shots, fmt.Sprintf("%s-%02d-%s.png", b.prefix, b.step, name))
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("screenshot %s", path)
+}
+
+func (b *browserRun) do(what string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.tab, actions...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// submit clicks a button that sends a form and waits for the page it loads.
+func (b *browserRun) submit(what string, sel chromedp.CSS, wantStatus int) {
+	b.t.Helper()
+	res, err := chromedp.RunResponse(b.tab, chromedp.Click(sel))
+	if err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+	if int(res.Status) != wantStatus {
+		b.t.Fatalf("%s: page status %d, want %d", what, res.Status, wantStatus)
+	}
+}
+
+// text is the element's text without surrounding white space.
+func (b *browserRun) text(sel chromedp.CSS) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.tab, chromedp.TextContent(sel))
+	if err != nil {
+		b.t.Fatalf("text of %s: %v", sel, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+func (b *browserRun) count(sel string) int {
+	b.t.Helper()
+	n, err := chromedp.Run(b.tab, chromedp.Evaluate[int](fmt.Sprintf(`document.querySelectorAll(%q).length`, sel)))
+	if err != nil {
+		b.t.Fatalf("count %s: %v", sel, err)
+	}
+	return n
+}
+
+// fillSignIn opens the sign-in page at url and types the credentials.
+func (b *browserRun) fillSignIn(url, email string) {
+	b.t.Helper()
+	b.do("open the console", chromedp.Navigate(url), chromedp.WaitVisible(chromedp.ID("email")))
+	b.do("fill the sign-in form",
+		chromedp.SendKeys(chromedp.ID("email"), email),
+		chromedp.SendKeys(chromedp.ID("password"), testPassword))
+}
+
+// signIn signs in through the page at url.
+func (b *browserRun) signIn(url, email string) {
+	b.t.Helper()
+	b.fillSignIn(url, email)
+	b.submit("sign in", `button[type=submit]`, http.StatusOK)
+}
+
 // TestBrowserCredentials drives the console in headless Chromium as a
 // customer would: an admin signs in, creates, copies, rotates and revokes
 // the key; then a member finds nothing to press and a forged request is
@@ -100,73 +190,17 @@ func TestBrowserCredentials(t *testing.T) {
 	// starts there too, and only moves forward.
 	e.Clock.Set(time.Now().UTC().Truncate(time.Second))
 	gw := e.startGateway()
-	shots := screenshotDir(t)
-	old, _ := filepath.Glob(filepath.Join(shots, "credentials-*.png"))
-	for _, f := range old {
-		_ = os.Remove(f)
-	}
-
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	tab := chromiumTab(t, ctx, exe)
-
-	step := 0
-	shot := func(name string) {
-		t.Helper()
-		step++
-		png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		path := filepath.Join(shots, fmt.Sprintf("credentials-%02d-%s.png", step, name))
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot %s", path)
-	}
-	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(tab, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	// submit clicks a button that sends a form and waits for the page it loads.
-	submit := func(what string, sel chromedp.CSS, wantStatus int) {
-		t.Helper()
-		res, err := chromedp.RunResponse(tab, chromedp.Click(sel))
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		if int(res.Status) != wantStatus {
-			t.Fatalf("%s: page status %d, want %d", what, res.Status, wantStatus)
-		}
-	}
-	text := func(sel chromedp.CSS) string {
-		t.Helper()
-		s, err := chromedp.Run(tab, chromedp.TextContent(sel))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return strings.TrimSpace(s)
-	}
-	count := func(sel string) int {
-		t.Helper()
-		n, err := chromedp.Run(tab, chromedp.Evaluate[int](fmt.Sprintf(`document.querySelectorAll(%q).length`, sel)))
-		if err != nil {
-			t.Fatalf("count %s: %v", sel, err)
-		}
-		return n
-	}
+	b := newBrowserRun(t, ctx, exe, "credentials")
+	tab, shot, do, submit, text, count := b.tab, b.shot, b.do, b.submit, b.text, b.count
 	works := func(what, full string, want bool) {
 		t.Helper()
 		gw.expect(ctx, what, full, want)
 	}
 	signIn := func(email string) {
 		t.Helper()
-		do("open the console", chromedp.Navigate(e.URL+"/"), chromedp.WaitVisible(chromedp.ID("email")))
-		do("fill the sign-in form",
-			chromedp.SendKeys(chromedp.ID("email"), email),
-			chromedp.SendKeys(chromedp.ID("password"), testPassword))
+		b.fillSignIn(e.URL+"/", email)
 	}
 
 	// A mistyped password, then the admin signs in and finds no key.

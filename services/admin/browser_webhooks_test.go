@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,66 +21,13 @@ import (
 func TestBrowserWebhooks(t *testing.T) {
 	exe := chromiumPath(t)
 	e := newEnv(t, nil)
-	shots := screenshotDir(t)
-	old, _ := filepath.Glob(filepath.Join(shots, "webhooks-*.png"))
-	for _, f := range old {
-		_ = os.Remove(f)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	tab := chromiumTab(t, ctx, exe)
-
-	step := 0
-	shot := func(name string) {
-		t.Helper()
-		step++
-		png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		path := filepath.Join(shots, fmt.Sprintf("webhooks-%02d-%s.png", step, name))
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot %s", path)
-	}
-	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(tab, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	submit := func(what string, sel chromedp.CSS, wantStatus int) {
-		t.Helper()
-		res, err := chromedp.RunResponse(tab, chromedp.Click(sel))
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		if int(res.Status) != wantStatus {
-			t.Fatalf("%s: page status %d, want %d", what, res.Status, wantStatus)
-		}
-	}
-	text := func(sel chromedp.CSS) string {
-		t.Helper()
-		s, err := chromedp.Run(tab, chromedp.TextContent(sel))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return strings.TrimSpace(s)
-	}
-	count := func(sel string) int {
-		t.Helper()
-		n, err := chromedp.Run(tab, chromedp.Evaluate[int](fmt.Sprintf(`document.querySelectorAll(%q).length`, sel)))
-		if err != nil {
-			t.Fatalf("count %s: %v", sel, err)
-		}
-		return n
-	}
+	b := newBrowserRun(t, ctx, exe, "webhooks")
+	tab, do, submit, text, count, shot := b.tab, b.do, b.submit, b.text, b.count, b.shot
 	signIn := func(email string) {
 		t.Helper()
-		do("open the console", chromedp.Navigate(e.URL+"/"), chromedp.WaitVisible(chromedp.ID("email")))
-		do("fill the sign-in form", chromedp.SendKeys(chromedp.ID("email"), email), chromedp.SendKeys(chromedp.ID("password"), testPassword))
-		submit("sign in", `button[type=submit]`, http.StatusOK)
+		b.signIn(e.URL+"/", email)
 	}
 
 	signIn("ada@acme.example")

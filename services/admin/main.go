@@ -3,39 +3,17 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/services/admin/internal/config"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx); err != nil {
-		fmt.Fprintf(os.Stderr, "admin: %v\n", err)
-		os.Exit(1)
-	}
-}
-
-func run(ctx context.Context) error {
-	cfg, err := config.Load()
-	if err != nil {
-		return err
-	}
-	log, err := ops.NewLogger("admin", cfg.Log.Level, cfg.Log.Format)
-	if err != nil {
-		return err
-	}
-	defer log.Sync() //nolint:errcheck
-	a, cleanup, err := newApp(ctx, cfg, log, time.Now)
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-	return a.run(ctx)
+	ops.Main("admin", config.Load, func(c config.Config) ops.LogConfig { return c.Log },
+		func(ctx context.Context, cfg config.Config, log *zap.Logger) (*app, func(), error) {
+			return newApp(ctx, cfg, log, time.Now)
+		}, (*app).run)
 }

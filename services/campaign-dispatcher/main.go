@@ -2,39 +2,12 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-
+	"github.com/parleyhq/parley/pkg/delivery/dispatchsvc"
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/services/campaign-dispatcher/internal/config"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx); err != nil {
-		fmt.Fprintf(os.Stderr, "campaign-dispatcher: %v\n", err)
-		os.Exit(1)
-	}
-}
-
-func run(ctx context.Context) error {
-	cfg, err := config.Load()
-	if err != nil {
-		return err
-	}
-	log, err := ops.NewLogger("campaign-dispatcher", cfg.Log.Level, cfg.Log.Format)
-	if err != nil {
-		return err
-	}
-	defer log.Sync() //nolint:errcheck
-	a, cleanup, err := newApp(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-	return a.Run(ctx)
+	ops.Main("campaign-dispatcher", config.Load, func(c config.Config) ops.LogConfig { return c.Log },
+		newApp, (*dispatchsvc.Service).Run)
 }

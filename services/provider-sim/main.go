@@ -2,39 +2,11 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/services/provider-sim/internal/config"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx); err != nil {
-		fmt.Fprintf(os.Stderr, "provider-sim: %v\n", err)
-		os.Exit(1)
-	}
-}
-
-func run(ctx context.Context) error {
-	cfg, err := config.Load()
-	if err != nil {
-		return err
-	}
-	log, err := ops.NewLogger("provider-sim", cfg.Log.Level, cfg.Log.Format)
-	if err != nil {
-		return err
-	}
-	defer log.Sync() //nolint:errcheck
-	a, cleanup, err := newApp(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-	return a.run(ctx)
+	ops.Main("provider-sim", config.Load, func(c config.Config) ops.LogConfig { return c.Log },
+		newApp, (*app).run)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -29,12 +28,8 @@ type app struct {
 // server. cleanup drains NATS and closes the pool, after Run has returned;
 // it is safe to call after an error too.
 func newApp(ctx context.Context, cfg config.Config, log *zap.Logger) (a *app, cleanup func(), err error) {
-	var closers []func()
-	cleanup = func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
-	}
+	var closers ops.Closers
+	cleanup = closers.Close
 	fail := func(err error) (*app, func(), error) {
 		cleanup()
 		return nil, func() {}, err
@@ -53,19 +48,19 @@ func newApp(ctx context.Context, cfg config.Config, log *zap.Logger) (a *app, cl
 	if err != nil {
 		return fail(err)
 	}
-	closers = append(closers, pool.Close)
+	closers.Add(pool.Close)
 	nc, err := bus.Connect(cfg.NATS, "parley-webhook-sender")
 	if err != nil {
 		return fail(err)
 	}
-	closers = append(closers, func() { _ = nc.Drain() })
+	closers.Add(func() { _ = nc.Drain() })
 	js, err := bus.JetStream(nc)
 	if err != nil {
 		return fail(err)
 	}
 	probe := ops.NewProbe(store.Check(pool), bus.Check(nc))
 	client := sender.NewClient(cfg.Sender.Timeout, cfg.Sender.Concurrency, cfg.Webhooks.AllowPrivate, nil)
-	closers = append(closers, client.CloseIdleConnections)
+	closers.Add(client.CloseIdleConnections)
 	s, err := sender.New(cfg.Sender, sender.Deps{
 		Pool: pool, JS: js, Store: webhooks.NewStore(pool, box, cfg.Webhooks), Client: client,
 		Prefix: cfg.NATS.Prefix, Replicas: cfg.NATS.StreamReplicas, AllowPrivate: cfg.Webhooks.AllowPrivate,
@@ -85,25 +80,5 @@ func newApp(ctx context.Context, cfg config.Config, log *zap.Logger) (a *app, cl
 // 503 first, then the sender stops taking events and deliveries, lets the
 // requests in flight finish and their outcomes be recorded.
 func (a *app) Run(ctx context.Context) error {
-	sctx, stopServer := context.WithCancel(ctx)
-	defer stopServer()
-	wctx, stopSender := context.WithCancel(context.Background())
-	defer stopSender()
-	srvErr := make(chan error, 1)
-	go func() { srvErr <- a.server.Run(sctx, a.probe, a.log) }()
-	sendErr := make(chan error, 1)
-	go func() { sendErr <- a.sender.Run(wctx) }()
-	select {
-	case <-ctx.Done():
-		a.probe.ShuttingDown()
-		stopSender()
-		err := <-sendErr
-		return errors.Join(err, <-srvErr)
-	case err := <-sendErr:
-		stopServer()
-		return errors.Join(err, <-srvErr)
-	case err := <-srvErr:
-		stopSender()
-		return errors.Join(err, <-sendErr)
-	}
+	return a.server.RunWorker(ctx, a.probe, a.log, a.sender.Run)
 }

@@ -70,12 +70,8 @@ type Service struct {
 // releases what was opened, in reverse order: the NATS connection drains
 // before the pools close. It is safe to call after an error too.
 func New(ctx context.Context, lane delivery.Lane, addr string, cfg Config, log *zap.Logger) (s *Service, cleanup func(), err error) {
-	var closers []func()
-	cleanup = func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
-	}
+	var closers ops.Closers
+	cleanup = closers.Close
 	fail := func(err error) (*Service, func(), error) {
 		cleanup()
 		return nil, func() {}, err
@@ -91,17 +87,17 @@ func New(ctx context.Context, lane delivery.Lane, addr string, cfg Config, log *
 	if err != nil {
 		return fail(err)
 	}
-	closers = append(closers, pool.Close)
+	closers.Add(pool.Close)
 
 	rdb := ratelimit.NewRedisClient(cfg.Redis)
-	closers = append(closers, func() { _ = rdb.Close() })
+	closers.Add(func() { _ = rdb.Close() })
 
 	// The client name is the process's: parley-campaign-dispatcher, ...
 	nc, err := bus.Connect(cfg.NATS, "parley-"+delivery.ConsumerName(lane))
 	if err != nil {
 		return fail(err)
 	}
-	closers = append(closers, func() { _ = nc.Drain() })
+	closers.Add(func() { _ = nc.Drain() })
 	js, err := bus.JetStream(nc)
 	if err != nil {
 		return fail(err)
@@ -115,7 +111,7 @@ func New(ctx context.Context, lane delivery.Lane, addr string, cfg Config, log *
 	if err != nil {
 		return fail(fmt.Errorf("throughput limiter: %w", err))
 	}
-	closers = append(closers, limiter.Close)
+	closers.Add(limiter.Close)
 	client, err := whatsapp.NewClient(whatsapp.Config{
 		BaseURL: cfg.Provider.BaseURL, APIVersion: cfg.Provider.APIVersion,
 		Timeout: cfg.Provider.Timeout, MaxConnsPerHost: cfg.Provider.MaxConns,
@@ -123,7 +119,7 @@ func New(ctx context.Context, lane delivery.Lane, addr string, cfg Config, log *
 	if err != nil {
 		return fail(fmt.Errorf("provider client: %w", err))
 	}
-	closers = append(closers, client.Close)
+	closers.Add(client.Close)
 	d, err := delivery.New(lane, cfg.Dispatch, delivery.Deps{
 		Pool: pool, JS: js, Bus: cfg.NATS, Catalog: catalog.NewStore(pool, box),
 		Sender: client, Throttle: limiter, Log: log, Registry: probe.Registry(),
@@ -145,28 +141,5 @@ func New(ctx context.Context, lane delivery.Lane, addr string, cfg Config, log *
 // closes the pools. If the server or the dispatcher fails first, Run stops
 // the other and returns the error.
 func (s *Service) Run(ctx context.Context) error {
-	sctx, stopServer := context.WithCancel(ctx)
-	defer stopServer()
-	// The dispatcher's own context: it must outlive ctx, to finish the
-	// sends in flight after readiness has turned 503.
-	dctx, stopDispatch := context.WithCancel(context.Background())
-	defer stopDispatch()
-	srvErr := make(chan error, 1)
-	go func() { srvErr <- s.server.Run(sctx, s.probe, s.log) }()
-	dispErr := make(chan error, 1)
-	go func() { dispErr <- s.dispatcher.Run(dctx) }()
-	select {
-	case <-ctx.Done():
-		s.probe.ShuttingDown()
-		stopDispatch()
-		derr := <-dispErr
-		return errors.Join(derr, <-srvErr)
-	case err := <-dispErr:
-		// The dispatcher could not start (its consumer, say).
-		stopServer()
-		return errors.Join(err, <-srvErr)
-	case err := <-srvErr:
-		stopDispatch()
-		return errors.Join(err, <-dispErr)
-	}
+	return s.server.RunWorker(ctx, s.probe, s.log, s.dispatcher.Run)
 }

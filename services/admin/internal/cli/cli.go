@@ -154,14 +154,23 @@ func (e *env) db(ctx context.Context) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-func (e *env) catalog(ctx context.Context) (*catalog.Store, error) {
+// sealed is the database with the box that opens the secrets kept in it.
+func (e *env) sealed(ctx context.Context) (*pgxpool.Pool, *secretbox.Box, error) {
 	pool, err := e.db(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	box, err := secretbox.New(e.cfg.Token.Key)
 	if err != nil {
-		return nil, fmt.Errorf("PARLEY_TOKEN_KEY: %w", err)
+		return nil, nil, fmt.Errorf("PARLEY_TOKEN_KEY: %w", err)
+	}
+	return pool, box, nil
+}
+
+func (e *env) catalog(ctx context.Context) (*catalog.Store, error) {
+	pool, box, err := e.sealed(ctx)
+	if err != nil {
+		return nil, err
 	}
 	return catalog.NewStore(pool, box), nil
 }

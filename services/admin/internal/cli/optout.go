@@ -14,13 +14,17 @@ import (
 	"github.com/parleyhq/parley/pkg/contacts"
 )
 
-// contactsStore opens the address book.
-func (e *env) contactsStore(ctx context.Context) (*contacts.Store, error) {
+// companyContacts resolves --company and opens the address book.
+func (e *env) companyContacts(ctx context.Context, ref string) (catalog.Company, *contacts.Store, error) {
+	_, co, err := e.withCompany(ctx, ref)
+	if err != nil {
+		return co, nil, err
+	}
 	pool, err := e.db(ctx)
 	if err != nil {
-		return nil, err
+		return co, nil, err
 	}
-	return contacts.NewStore(pool, nil), nil
+	return co, contacts.NewStore(pool, nil), nil
 }
 
 func optOutCmd(e *env) *cobra.Command {
@@ -42,23 +46,32 @@ func (e *env) showOptOutSettings(co catalog.Company, s contacts.OptOutSettings) 
 }
 
 func optOutShowCmd(e *env) *cobra.Command {
+	return optOutSettingsCmd(e, "show", "Show a company's opt-out and opt-in keywords and opt-out button payloads",
+		(*contacts.Store).OptOutSettings)
+}
+
+func optOutResetCmd(e *env) *cobra.Command {
+	return optOutSettingsCmd(e, "reset", "Put a company back on the default opt-out words",
+		(*contacts.Store).ResetOptOutSettings)
+}
+
+// optOutSettingsCmd is a command that takes only --company and shows the
+// company's opt-out settings as get returns them.
+func optOutSettingsCmd(e *env, use, short string,
+	get func(*contacts.Store, context.Context, int64) (contacts.OptOutSettings, error)) *cobra.Command {
 	var company string
 	c := &cobra.Command{
-		Use:     "show",
-		Short:   "Show a company's opt-out and opt-in keywords and opt-out button payloads",
-		Example: `  parleyctl opt-out show --company acme`,
+		Use:     use,
+		Short:   short,
+		Example: "  parleyctl opt-out " + use + " --company acme",
 		Args:    noArgs,
 	}
 	c.RunE = run(func(ctx context.Context, _ []string) error {
-		_, co, err := e.withCompany(ctx, company)
+		co, cs, err := e.companyContacts(ctx, company)
 		if err != nil {
 			return err
 		}
-		cs, err := e.contactsStore(ctx)
-		if err != nil {
-			return err
-		}
-		s, err := cs.OptOutSettings(ctx, co.ID)
+		s, err := get(cs, ctx, co.ID)
 		if err != nil {
 			return err
 		}
@@ -89,11 +102,7 @@ be in both keyword lists. An empty value (--opt-in-keywords '') empties a list.`
 		if !f.Changed("keywords") && !f.Changed("opt-in-keywords") && !f.Changed("button-payloads") {
 			return usagef("nothing to set: give --keywords, --opt-in-keywords or --button-payloads")
 		}
-		_, co, err := e.withCompany(ctx, company)
-		if err != nil {
-			return err
-		}
-		cs, err := e.contactsStore(ctx)
+		co, cs, err := e.companyContacts(ctx, company)
 		if err != nil {
 			return err
 		}
@@ -133,33 +142,6 @@ func nonEmpty(in []string) []string {
 		return []string{}
 	}
 	return in
-}
-
-func optOutResetCmd(e *env) *cobra.Command {
-	var company string
-	c := &cobra.Command{
-		Use:     "reset",
-		Short:   "Put a company back on the default opt-out words",
-		Example: `  parleyctl opt-out reset --company acme`,
-		Args:    noArgs,
-	}
-	c.RunE = run(func(ctx context.Context, _ []string) error {
-		_, co, err := e.withCompany(ctx, company)
-		if err != nil {
-			return err
-		}
-		cs, err := e.contactsStore(ctx)
-		if err != nil {
-			return err
-		}
-		s, err := cs.ResetOptOutSettings(ctx, co.ID)
-		if err != nil {
-			return err
-		}
-		return e.showOptOutSettings(co, s)
-	})
-	companyFlag(c, &company)
-	return c
 }
 
 func contactsCmd(e *env) *cobra.Command {
@@ -218,11 +200,7 @@ func contactsShowCmd(e *env) *cobra.Command {
 		Args:    exactArgs(1, "one phone number"),
 	}
 	c.RunE = run(func(ctx context.Context, args []string) error {
-		_, co, err := e.withCompany(ctx, company)
-		if err != nil {
-			return err
-		}
-		cs, err := e.contactsStore(ctx)
+		co, cs, err := e.companyContacts(ctx, company)
 		if err != nil {
 			return err
 		}
@@ -245,11 +223,7 @@ func contactsConsentCmd(e *env, out bool) *cobra.Command {
 		Args:    exactArgs(1, "one phone number"),
 	}
 	c.RunE = run(func(ctx context.Context, args []string) error {
-		_, co, err := e.withCompany(ctx, company)
-		if err != nil {
-			return err
-		}
-		cs, err := e.contactsStore(ctx)
+		co, cs, err := e.companyContacts(ctx, company)
 		if err != nil {
 			return err
 		}

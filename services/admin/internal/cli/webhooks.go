@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/parleyhq/parley/pkg/catalog"
-	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/pkg/webhooks"
+	"github.com/parleyhq/parley/services/admin/internal/adminapi"
 )
 
 // endpointView is a webhook endpoint as shown: never its secret.
@@ -46,18 +46,6 @@ type newSecretView struct {
 	PreviousExpiresAt *time.Time `json:"previous_expires_at,omitempty"`
 }
 
-type attemptView struct {
-	ID           int64     `json:"id"`
-	EventID      string    `json:"event_id"`
-	EventType    string    `json:"event_type"`
-	Status       string    `json:"status"`
-	ResponseCode *int      `json:"response_code"`
-	LatencyMS    int       `json:"latency_ms"`
-	Excerpt      string    `json:"excerpt"`
-	Error        string    `json:"error"`
-	AttemptedAt  time.Time `json:"attempted_at"`
-}
-
 func eventTypesText(types []string) string {
 	if len(types) == 0 {
 		return "all"
@@ -66,13 +54,9 @@ func eventTypesText(types []string) string {
 }
 
 func (e *env) webhookStore(ctx context.Context) (*webhooks.Store, error) {
-	pool, err := e.db(ctx)
+	pool, box, err := e.sealed(ctx)
 	if err != nil {
 		return nil, err
-	}
-	box, err := secretbox.New(e.cfg.Token.Key)
-	if err != nil {
-		return nil, fmt.Errorf("PARLEY_TOKEN_KEY: %w", err)
 	}
 	return webhooks.NewStore(pool, box, e.cfg.Webhooks), nil
 }
@@ -360,11 +344,10 @@ func webhooksAttemptsCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			views := make([]attemptView, len(atts))
+			views := make([]adminapi.Attempt, len(atts))
 			rows := make([][]string, len(atts))
 			for i, a := range atts {
-				views[i] = attemptView{ID: a.ID, EventID: a.EventID, EventType: a.EventType, Status: string(a.Status), ResponseCode: a.ResponseCode,
-					LatencyMS: a.LatencyMS, Excerpt: a.Excerpt, Error: a.Error, AttemptedAt: a.AttemptedAt}
+				views[i] = adminapi.ToAttempt(a)
 				code := "-"
 				if a.ResponseCode != nil {
 					code = strconv.Itoa(*a.ResponseCode)

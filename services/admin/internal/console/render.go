@@ -210,6 +210,18 @@ type signInView struct {
 }
 
 // render writes a page with status, taking the session's notices with it.
+// renderPage renders t for the signed-in user with their company (500 when
+// the company cannot be read).
+func (c *Console) renderPage(w http.ResponseWriter, r *http.Request, status int, t *template.Template, title, nav string, page any) {
+	u := currentUser(r.Context())
+	co, err := c.Credentials.Company(r.Context(), u.CompanyID)
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	c.render(w, r, status, t, view{Title: title, Nav: nav, User: &u, Company: co, Page: page})
+}
+
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, t *template.Template, v view) {
 	if r.Context().Value(sessionLoadedKey{}) != nil {
 		v.FlashOK = c.Sessions.PopString(r.Context(), sessionFlashOK)

@@ -58,16 +58,11 @@ func (c *Console) sendsPage(w http.ResponseWriter, r *http.Request) {
 		c.serverError(w, r, err)
 		return
 	}
-	co, err := c.Credentials.Company(r.Context(), u.CompanyID)
-	if err != nil {
-		c.serverError(w, r, err)
-		return
-	}
 	v := sendsView{Batches: batches, CanCancel: u.IsAdmin()}
 	if more {
 		v.Older = "?before=" + batches[len(batches)-1].ID
 	}
-	c.render(w, r, http.StatusOK, c.pages.sends, view{Title: "Sends", Nav: "sends", User: &u, Company: co, Page: v})
+	c.renderPage(w, r, http.StatusOK, c.pages.sends, "Sends", "sends", v)
 }
 
 // loadBatch finds the company's batch named in the path, or answers 404.
@@ -106,11 +101,6 @@ func (c *Console) batchPage(w http.ResponseWriter, r *http.Request) {
 		c.serverError(w, r, err)
 		return
 	}
-	co, err := c.Credentials.Company(r.Context(), u.CompanyID)
-	if err != nil {
-		c.serverError(w, r, err)
-		return
-	}
 	v := batchView{Batch: b, Bar: progressBar(b), Chart: timelineChart(tl), Problems: problems.Messages, CanCancel: u.IsAdmin()}
 	for _, st := range sends.States {
 		if n := b.Counts[st]; n > 0 {
@@ -121,11 +111,10 @@ func (c *Console) batchPage(w http.ResponseWriter, r *http.Request) {
 	if problems.NextCursor != nil {
 		v.More = "?cursor=" + url.QueryEscape(*problems.NextCursor) + "#problems"
 	}
-	c.render(w, r, http.StatusOK, c.pages.batch, view{Title: "Send " + b.ID, Nav: "sends", User: &u, Company: co, Page: v})
+	c.renderPage(w, r, http.StatusOK, c.pages.batch, "Send "+b.ID, "sends", v)
 }
 
 func (c *Console) cancelConfirmPage(w http.ResponseWriter, r *http.Request) {
-	u := currentUser(r.Context())
 	b, ok := c.loadBatch(w, r)
 	if !ok {
 		return
@@ -135,19 +124,13 @@ func (c *Console) cancelConfirmPage(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, PathSends+"/"+b.ID, http.StatusSeeOther)
 		return
 	}
-	co, err := c.Credentials.Company(r.Context(), u.CompanyID)
-	if err != nil {
-		c.serverError(w, r, err)
-		return
-	}
 	waiting := 0
 	for st, n := range b.Counts {
 		if sends.Waiting(st) {
 			waiting += n
 		}
 	}
-	c.render(w, r, http.StatusOK, c.pages.cancelConfirm, view{Title: "Cancel send", Nav: "sends", User: &u, Company: co,
-		Page: cancelView{Batch: b, Waiting: waiting}})
+	c.renderPage(w, r, http.StatusOK, c.pages.cancelConfirm, "Cancel send", "sends", cancelView{Batch: b, Waiting: waiting})
 }
 
 type cancelView struct {
@@ -158,9 +141,7 @@ type cancelView struct {
 // cancelBatch cancels what the batch has not handed to the provider yet.
 // Admins only (requireAdmin): a member's request is 403 and changes nothing.
 func (c *Console) cancelBatch(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-	if err := r.ParseForm(); err != nil {
-		c.renderError(w, r, http.StatusBadRequest, "The form could not be read", "Please go back and try again.")
+	if !c.readForm(w, r) {
 		return
 	}
 	id := r.PathValue("batchID")

@@ -88,20 +88,13 @@ func (c *Console) webhooksPage(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) renderWebhooks(w http.ResponseWriter, r *http.Request, status int, form endpointForm, secret *newSecretView) {
 	u := currentUser(r.Context())
-	co, err := c.Credentials.Company(r.Context(), u.CompanyID)
-	if err != nil {
-		c.serverError(w, r, err)
-		return
-	}
 	eps, err := c.Webhooks.List(r.Context(), u.CompanyID)
 	if err != nil {
 		c.serverError(w, r, err)
 		return
 	}
-	c.render(w, r, status, c.pages.webhooks, view{
-		Title: "Webhooks", Nav: "webhooks", User: &u, Company: co,
-		Page: webhooksView{Endpoints: eps, Limit: c.Webhooks.Config().MaxEndpoints, CanManage: u.IsAdmin(), Form: form, NewSecret: secret},
-	})
+	c.renderPage(w, r, status, c.pages.webhooks, "Webhooks", "webhooks",
+		webhooksView{Endpoints: eps, Limit: c.Webhooks.Config().MaxEndpoints, CanManage: u.IsAdmin(), Form: form, NewSecret: secret})
 }
 
 // readForm parses a posted form, answering 400 when it cannot.
@@ -182,6 +175,15 @@ func (c *Console) loadEndpoint(w http.ResponseWriter, r *http.Request) (webhooks
 	return ep, true
 }
 
+// postedEndpoint reads a posted form and finds the endpoint of the path,
+// answering 400 or 404 when it cannot.
+func (c *Console) postedEndpoint(w http.ResponseWriter, r *http.Request) (webhooks.Endpoint, bool) {
+	if !c.readForm(w, r) {
+		return webhooks.Endpoint{}, false
+	}
+	return c.loadEndpoint(w, r)
+}
+
 func (c *Console) endpointPage(w http.ResponseWriter, r *http.Request) {
 	ep, ok := c.loadEndpoint(w, r)
 	if !ok {
@@ -205,11 +207,7 @@ func formFrom(ep webhooks.Endpoint) endpointForm {
 
 func (c *Console) renderEndpoint(w http.ResponseWriter, r *http.Request, status int, ep webhooks.Endpoint, v endpointView, cursor int64) {
 	u := currentUser(r.Context())
-	co, err := c.Credentials.Company(r.Context(), u.CompanyID)
-	if err != nil {
-		c.serverError(w, r, err)
-		return
-	}
+	var err error
 	v.Attempts, v.NextCursor, err = c.Webhooks.Attempts(r.Context(), u.CompanyID, ep.ID, cursor, attemptsPerPage)
 	if err != nil {
 		c.serverError(w, r, err)
@@ -225,17 +223,14 @@ func (c *Console) renderEndpoint(w http.ResponseWriter, r *http.Request, status 
 		v.ReplayFrom = now.Add(-24 * time.Hour).Format(localLayout)
 		v.ReplayTo = now.Add(time.Minute).Format(localLayout)
 	}
-	c.render(w, r, status, c.pages.webhook, view{Title: "Webhook endpoint", Nav: "webhooks", User: &u, Company: co, Page: v})
+	c.renderPage(w, r, status, c.pages.webhook, "Webhook endpoint", "webhooks", v)
 }
 
 // localLayout is the value of an <input type="datetime-local">, read as UTC.
 const localLayout = "2006-01-02T15:04"
 
 func (c *Console) updateEndpoint(w http.ResponseWriter, r *http.Request) {
-	if !c.readForm(w, r) {
-		return
-	}
-	ep, ok := c.loadEndpoint(w, r)
+	ep, ok := c.postedEndpoint(w, r)
 	if !ok {
 		return
 	}
@@ -291,10 +286,7 @@ func (c *Console) enableEndpoint(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) replayEndpoint(w http.ResponseWriter, r *http.Request) {
-	if !c.readForm(w, r) {
-		return
-	}
-	ep, ok := c.loadEndpoint(w, r)
+	ep, ok := c.postedEndpoint(w, r)
 	if !ok {
 		return
 	}
@@ -333,10 +325,7 @@ func plural(n int64, one, many string) string {
 }
 
 func (c *Console) testEndpoint(w http.ResponseWriter, r *http.Request) {
-	if !c.readForm(w, r) {
-		return
-	}
-	ep, ok := c.loadEndpoint(w, r)
+	ep, ok := c.postedEndpoint(w, r)
 	if !ok {
 		return
 	}
@@ -365,13 +354,7 @@ func (c *Console) deleteEndpointConfirm(w http.ResponseWriter, r *http.Request) 
 	if !ok {
 		return
 	}
-	u := currentUser(r.Context())
-	co, err := c.Credentials.Company(r.Context(), u.CompanyID)
-	if err != nil {
-		c.serverError(w, r, err)
-		return
-	}
-	c.render(w, r, http.StatusOK, c.pages.webhookDelete, view{Title: "Delete webhook endpoint", Nav: "webhooks", User: &u, Company: co, Page: ep})
+	c.renderPage(w, r, http.StatusOK, c.pages.webhookDelete, "Delete webhook endpoint", "webhooks", ep)
 }
 
 func (c *Console) deleteEndpoint(w http.ResponseWriter, r *http.Request) {

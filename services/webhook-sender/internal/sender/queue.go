@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/parleyhq/parley/pkg/backoff"
 	"github.com/parleyhq/parley/pkg/webhooks"
 )
 
@@ -117,7 +118,7 @@ func (s *Sender) deliver(j *job) outcome {
 	if err != nil {
 		o.at = s.now()
 		o.err = err.Error()
-		o.next = o.at.Add(Backoff(s.cfg.BackoffBase, s.cfg.BackoffCap, 1))
+		o.next = o.at.Add(backoff.Jittered(s.cfg.BackoffBase, s.cfg.BackoffCap, 1))
 		return o
 	}
 	if !ep.enabled {
@@ -179,7 +180,7 @@ func (s *Sender) deliver(j *job) outcome {
 	if !retry {
 		return o
 	}
-	next := o.at.Add(max(Backoff(s.cfg.BackoffBase, s.cfg.BackoffCap, j.attempts+1), floor))
+	next := o.at.Add(max(backoff.Jittered(s.cfg.BackoffBase, s.cfg.BackoffCap, j.attempts+1), floor))
 	if next.Before(j.queuedAt.Add(s.cfg.RetryPeriod)) {
 		o.next = next
 	}

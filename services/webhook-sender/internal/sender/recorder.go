@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
+
+	"github.com/parleyhq/parley/pkg/batcher"
 )
 
 // recorder writes attempt outcomes in batches (every FlushInterval or
@@ -18,102 +19,34 @@ import (
 // endpoints failing for DisableAfter are disabled. A failed flush is
 // retried with everything that arrived meanwhile.
 type recorder struct {
-	s    *Sender
-	in   chan outcome
-	done chan struct{}
+	s     *Sender
+	queue *batcher.Batcher[outcome]
 }
 
 func newRecorder(s *Sender) *recorder {
-	return &recorder{s: s, in: make(chan outcome, s.cfg.FlushSize), done: make(chan struct{})}
+	r := &recorder{s: s}
+	r.queue = batcher.New(batcher.Config{
+		Size: s.cfg.FlushSize, Interval: s.cfg.FlushInterval, Flushers: s.cfg.Recorders, Queue: s.cfg.FlushSize,
+		GiveUp: s.cfg.ShutdownTimeout,
+	}, batcher.Hooks[outcome]{
+		Write: r.write,
+		Failed: func(pending, _ int, err error) {
+			s.m.flushFailures.Inc()
+			s.warn("record webhook attempts; retrying", zap.Int("outcomes", pending), zap.Error(err))
+		},
+		GaveUp: func(pending int) {
+			s.log.Error("gave up recording attempts at shutdown: these deliveries are sent again after their lease",
+				zap.Int("outcomes", pending))
+		},
+	})
+	return r
 }
 
-func (r *recorder) add(o outcome) { r.in <- o }
+func (r *recorder) add(o outcome) { r.queue.Add(o) }
 
-func (r *recorder) close() {
-	close(r.in)
-	<-r.done
-}
+func (r *recorder) close() { r.queue.Close() }
 
-func (r *recorder) run() {
-	var wg sync.WaitGroup
-	for range max(r.s.cfg.Recorders, 1) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.loop()
-		}()
-	}
-	go func() {
-		wg.Wait()
-		close(r.done)
-	}()
-}
-
-func (r *recorder) loop() {
-	var buf []outcome
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	armed := false
-	failures := 0
-	closed := false
-	var deadline time.Time
-	flush := func() {
-		if len(buf) == 0 {
-			return
-		}
-		if err := r.write(buf); err != nil {
-			failures++
-			r.s.m.flushFailures.Inc()
-			r.s.warn("record webhook attempts; retrying", zap.Int("outcomes", len(buf)), zap.Error(err))
-			timer.Reset(min(time.Duration(failures)*100*time.Millisecond, 2*time.Second))
-			armed = true
-			return
-		}
-		failures = 0
-		buf = buf[:0]
-		armed = false
-	}
-	for {
-		if closed {
-			if len(buf) == 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				r.s.log.Error("gave up recording attempts at shutdown: these deliveries are sent again after their lease",
-					zap.Int("outcomes", len(buf)))
-				return
-			}
-		}
-		in := r.in
-		if closed {
-			in = nil
-		}
-		select {
-		case o, ok := <-in:
-			if !ok {
-				closed = true
-				deadline = time.Now().Add(r.s.cfg.ShutdownTimeout)
-				if failures == 0 {
-					flush()
-				}
-				continue
-			}
-			buf = append(buf, o)
-			if failures > 0 {
-				continue
-			}
-			if len(buf) >= r.s.cfg.FlushSize {
-				flush()
-			} else if !armed {
-				timer.Reset(r.s.cfg.FlushInterval)
-				armed = true
-			}
-		case <-timer.C:
-			armed = false
-			flush()
-		}
-	}
-}
+func (r *recorder) run() { r.queue.Start() }
 
 const recordDeliveriesSQL = `
 UPDATE webhook_deliveries d SET

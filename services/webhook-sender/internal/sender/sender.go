@@ -31,7 +31,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"sync"
@@ -43,6 +42,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/webhooks"
 )
 
@@ -82,7 +82,7 @@ type Sender struct {
 	rec    *recorder
 
 	mu       sync.Mutex
-	warned   map[string]time.Time
+	warner   *ops.Warner
 	queues   map[string]*endpointQueue
 	held     map[int64]int // delivery id -> attempts when taken
 	eps      map[string]cachedEndpoint
@@ -113,7 +113,7 @@ func New(cfg Config, d Deps) (*Sender, error) {
 	}
 	s := &Sender{cfg: cfg, pool: d.Pool, js: d.JS, store: d.Store, client: d.Client, prefix: d.Prefix, repl: replicas,
 		allow: d.AllowPrivate, now: now, log: d.Log, m: m,
-		warned: map[string]time.Time{}, queues: map[string]*endpointQueue{}, held: map[int64]int{},
+		warner: ops.NewWarner(d.Log, warnInterval), queues: map[string]*endpointQueue{}, held: map[int64]int{},
 		eps: map[string]cachedEndpoint{}, subs: map[int64]cachedSubscribers{}, sendCtx: context.Background()}
 	s.rec = newRecorder(s)
 	return s, nil
@@ -122,18 +122,8 @@ func New(cfg Config, d Deps) (*Sender, error) {
 // warnInterval is how often one kind of recurring failure is logged.
 const warnInterval = 10 * time.Second
 
-func (s *Sender) warn(msg string, fields ...zap.Field) {
-	s.mu.Lock()
-	last, seen := s.warned[msg]
-	now := time.Now()
-	if seen && now.Sub(last) < warnInterval {
-		s.mu.Unlock()
-		return
-	}
-	s.warned[msg] = now
-	s.mu.Unlock()
-	s.log.Warn(msg, fields...)
-}
+// warn logs a recurring failure at most once per warnInterval per message.
+func (s *Sender) warn(msg string, fields ...zap.Field) { s.warner.Warn(msg, fields...) }
 
 // Run relays, fans out and sends until ctx ends; then it stops taking
 // events and deliveries, lets the requests in flight finish and their
@@ -298,21 +288,6 @@ func (s *Sender) gauges(ctx context.Context) {
 		case <-t.C:
 		}
 	}
-}
-
-// Backoff is the wait before retry number attempt (1 after the first
-// failure): exponential from base, capped, with full jitter.
-func Backoff(base, limit time.Duration, attempt int) time.Duration {
-	d := limit
-	if attempt < 1 {
-		attempt = 1
-	}
-	if attempt-1 < 40 {
-		if exp := base << (attempt - 1); exp > 0 && exp < limit {
-			d = exp
-		}
-	}
-	return rand.N(d + 1)
 }
 
 var errGone = errors.New("endpoint deleted")
