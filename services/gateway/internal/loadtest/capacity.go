@@ -18,6 +18,7 @@ import (
 
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
+	"github.com/parleyhq/parley/testkit/pgwrites"
 	"github.com/parleyhq/parley/testkit/serviceproc"
 )
 
@@ -57,30 +58,10 @@ type usage struct {
 	wall   time.Duration
 }
 
-// pgCounters are cumulative counters of the capacity database and of the
-// private cluster's WAL.
-type pgCounters struct {
-	commits, rollbacks, inserted, updated, deleted, hot int64
-	walBytes, walRecords, walFPI                        int64
-}
+// pgCounters are PostgreSQL's write counters (testkit/pgwrites).
+type pgCounters = pgwrites.Counters
 
-const pgCountersSQL = `
-SELECT d.xact_commit, d.xact_rollback, d.tup_inserted, d.tup_updated, d.tup_deleted,
-       (SELECT coalesce(sum(n_tup_hot_upd), 0)::bigint FROM pg_stat_user_tables),
-       pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, w.wal_records, w.wal_fpi
-FROM pg_stat_database d, pg_stat_wal w WHERE d.datname = current_database()`
-
-func readPG(ctx context.Context, pool *pgxpool.Pool) (pgCounters, error) {
-	var c pgCounters
-	err := pool.QueryRow(ctx, pgCountersSQL).Scan(&c.commits, &c.rollbacks, &c.inserted, &c.updated, &c.deleted, &c.hot,
-		&c.walBytes, &c.walRecords, &c.walFPI)
-	return c, err
-}
-
-func (c pgCounters) minus(o pgCounters) pgCounters {
-	return pgCounters{c.commits - o.commits, c.rollbacks - o.rollbacks, c.inserted - o.inserted, c.updated - o.updated,
-		c.deleted - o.deleted, c.hot - o.hot, c.walBytes - o.walBytes, c.walRecords - o.walRecords, c.walFPI - o.walFPI}
-}
+func readPG(ctx context.Context, pool *pgxpool.Pool) (pgCounters, error) { return pgwrites.Read(ctx, pool) }
 
 // meter samples everything a phase is measured by.
 type meter struct {
@@ -104,7 +85,7 @@ func (m *meter) sample(ctx context.Context) (usage, error) {
 }
 
 func (u usage) minus(o usage) usage {
-	d := usage{cpu: map[string]time.Duration{}, pg: u.pg.minus(o.pg), stream: u.stream - o.stream, bytes: u.bytes - o.bytes, wall: u.wall - o.wall}
+	d := usage{cpu: map[string]time.Duration{}, pg: u.pg.Minus(o.pg), stream: u.stream - o.stream, bytes: u.bytes - o.bytes, wall: u.wall - o.wall}
 	for k, v := range u.cpu {
 		d.cpu[k] = v - o.cpu[k]
 	}
@@ -113,7 +94,7 @@ func (u usage) minus(o usage) usage {
 
 // pgStatsSettle is how long a PostgreSQL backend may keep its counters
 // before reporting them when idle (PGSTAT_IDLE_INTERVAL, 10 s, plus a margin).
-const pgStatsSettle = 11 * time.Second
+const pgStatsSettle = pgwrites.Settle
 
 // processOrder is the order of the report's columns.
 var processOrder = []string{"gateway", "campaign-dispatcher", "automation-dispatcher", "nats-server", "redis-server", "postgres", "provider-sim"}
@@ -141,10 +122,7 @@ func (u usage) report(w io.Writer, title string, units int, unit string) {
 			fmt.Fprintf(w, "  %s alone: %.0f %ss per core-second (CPU %.2f s)\n", p, n/c.Seconds(), unit, c.Seconds())
 		}
 	}
-	g := u.pg
-	fmt.Fprintf(w, "  PostgreSQL per %s: %.3f commits, %.3f rows inserted, %.3f updated (%.3f HOT), %.3f deleted; WAL %.0f bytes, %.2f records, %.3f full-page images\n",
-		unit, float64(g.commits)/n, float64(g.inserted)/n, float64(g.updated)/n, float64(g.hot)/n, float64(g.deleted)/n,
-		float64(g.walBytes)/n, float64(g.walRecords)/n, float64(g.walFPI)/n)
+	fmt.Fprintf(w, "  %s\n", u.pg.Per(units, unit))
 	if u.stream > 0 {
 		fmt.Fprintf(w, "  JetStream: %d messages stored (%.0f bytes each)\n", u.stream, float64(u.bytes)/float64(u.stream))
 	} else {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/parleyhq/parley/testkit/proccpu"
 )
 
 // clockTicks is USER_HZ, the unit of /proc's CPU times (100 on Linux).
@@ -140,79 +142,6 @@ func breakdown(before, after map[string]time.Duration, requests int) string {
 	return sb.String()
 }
 
-// procStat is what treeCPU reads of one process.
-type procStat struct {
-	ppid int
-	// own is utime+stime; children is cutime+cstime, the CPU of the
-	// children it has waited for (ended ones, such as PostgreSQL backends
-	// of closed connections, reaped by the postmaster).
-	own, children time.Duration
-}
-
-func readProcStats() (map[int]procStat, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, err
-	}
-	out := map[int]procStat{}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue // ended in between
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+2:])
-		if len(f) < 15 {
-			continue
-		}
-		var v [5]int64
-		for j, k := range []int{1, 11, 12, 13, 14} { // ppid, utime, stime, cutime, cstime
-			if v[j], err = strconv.ParseInt(f[k], 10, 64); err != nil {
-				return nil, fmt.Errorf("unexpected /proc/%d/stat", pid)
-			}
-		}
-		tick := time.Second / clockTicks
-		out[pid] = procStat{ppid: int(v[0]), own: time.Duration(v[1]+v[2]) * tick, children: time.Duration(v[3]+v[4]) * tick}
-	}
-	return out, nil
-}
-
-// treeCPU is the CPU time used so far by each named process and all its
-// descendants, living or ended (ended ones count once their parent has
-// waited for them, which PostgreSQL's postmaster does at once). A process
-// already gone is an error: its figure would be wrong.
-func treeCPU(roots map[string]int) (map[string]time.Duration, error) {
-	stats, err := readProcStats()
-	if err != nil {
-		return nil, err
-	}
-	kids := map[int][]int{}
-	for pid, st := range stats {
-		kids[st.ppid] = append(kids[st.ppid], pid)
-	}
-	out := map[string]time.Duration{}
-	for name, root := range roots {
-		if _, ok := stats[root]; !ok {
-			return nil, fmt.Errorf("%s (pid %d) is gone", name, root)
-		}
-		var total time.Duration
-		stack := []int{root}
-		for len(stack) > 0 {
-			pid := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			st := stats[pid]
-			total += st.own + st.children
-			stack = append(stack, kids[pid]...)
-		}
-		out[name] = total
-	}
-	return out, nil
-}
+// treeCPU is proccpu.Tree (testkit/proccpu, shared with the delivery
+// bench): the CPU of each named process and all its descendants.
+func treeCPU(roots map[string]int) (map[string]time.Duration, error) { return proccpu.Tree(roots) }
