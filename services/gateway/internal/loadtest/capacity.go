@@ -61,7 +61,9 @@ type usage struct {
 // pgCounters are PostgreSQL's write counters (testkit/pgwrites).
 type pgCounters = pgwrites.Counters
 
-func readPG(ctx context.Context, pool *pgxpool.Pool) (pgCounters, error) { return pgwrites.Read(ctx, pool) }
+func readPG(ctx context.Context, pool *pgxpool.Pool) (pgCounters, error) {
+	return pgwrites.Read(ctx, pool)
+}
 
 // meter samples everything a phase is measured by.
 type meter struct {
