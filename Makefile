@@ -145,6 +145,12 @@ run-check: $(NATS_SERVER) ## make run on private ports and servers: demo key and
 bench-gateway: ## load test: the floor, then the gateway at 10 and 1000 contacts per request (prints req/s, contacts/s, p50, p99; fails on any answer but 202 or a rate-limit fallback)
 	@cd services/gateway && go run ./cmd/gateway-bench
 
+# README "Benchmarks" quotes its figures. Private servers on ports 8511-8514
+# (NATS_KILL_FLAGS=-port-base N moves them).
+.PHONY: bench-gateway-nats-kill
+bench-gateway-nats-kill: $(NATS_SERVER) ## load on the gateway, SIGKILL its private nats-server mid-run, restart it on its store: every batch id answered 202 must be in the stream (prints 202s, others by status, found/missing)
+	@cd services/gateway && go run ./cmd/gateway-bench nats-kill -nats-server $(NATS_SERVER) $(NATS_KILL_FLAGS)
+
 # docs/capacity.md quotes its figures. Private servers on ports 8501-8504
 # (CAPACITY_FLAGS=-port-base N moves them).
 .PHONY: capacity

@@ -24,6 +24,13 @@
 // commits, rows and WAL bytes per message, and JetStream's stored messages. CPU is read from /proc per
 // process tree, so the figures hold on a busy machine; any error answer,
 // lost or duplicated message fails the run.
+//
+// "gateway-bench nats-kill" (make bench-gateway-nats-kill) runs campaign
+// sends against the gateway on a private nats-server (file storage,
+// sync_interval always), SIGKILLs nats-server mid-run, restarts it on its
+// store, and reads the stream: every batch id answered 202 must be in it
+// (it prints the 202s, the other answers by status and found/missing, and
+// exits 1 when any 202 is missing).
 package main
 
 import (
@@ -54,6 +61,8 @@ func main() {
 		err = revoke(ctx, os.Args[2:])
 	case "capacity":
 		err = capacity(ctx, os.Args[2:])
+	case "nats-kill":
+		err = natsKill(ctx, os.Args[2:])
 	default:
 		err, sub = throughput(ctx, os.Args[1:]), ""
 	}
@@ -117,4 +126,24 @@ func capacity(ctx context.Context, args []string) error {
 		return fmt.Errorf("every count, rate and duration must be positive")
 	}
 	return loadtest.Capacity(ctx, o, os.Stdout)
+}
+
+func natsKill(ctx context.Context, args []string) error {
+	var o loadtest.NATSKillOptions
+	fs := flag.NewFlagSet("gateway-bench nats-kill", flag.ExitOnError)
+	fs.StringVar(&o.NATSServer, "nats-server", "", "the nats-server binary (make passes bin/nats-server-<version>)")
+	fs.IntVar(&o.PortBase, "port-base", 8510, "the private servers listen on port-base+1 (NATS), +2 (its monitoring), +3 (Redis), +4 (PostgreSQL)")
+	fs.IntVar(&o.Companies, "companies", 2000, "companies provisioned, each with a key and a campaign")
+	fs.IntVar(&o.Conns, "conns", 32, "concurrent requests of the load")
+	fs.DurationVar(&o.Before, "before", 5*time.Second, "load before nats-server is killed")
+	fs.DurationVar(&o.Down, "down", 2*time.Second, "how long nats-server stays dead")
+	fs.DurationVar(&o.After, "after", 5*time.Second, "load after nats-server is restarted")
+	_ = fs.Parse(args)
+	if o.NATSServer == "" {
+		return fmt.Errorf("-nats-server is required (make bench-gateway-nats-kill builds and passes the pinned one)")
+	}
+	if o.Companies < 1 || o.Conns < 1 || o.Before <= 0 || o.Down < 0 || o.After <= 0 {
+		return fmt.Errorf("every count and duration must be positive")
+	}
+	return loadtest.NATSKill(ctx, o, os.Stdout)
 }

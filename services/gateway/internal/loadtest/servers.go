@@ -30,6 +30,7 @@ type privateServers struct {
 	redisAddr   string
 	pgAdminURL  string
 	natsMonitor string
+	natsServer  string
 }
 
 // pgBinDir holds initdb and pg_ctl (Debian's PostgreSQL 15).
@@ -73,14 +74,9 @@ func startPrivateServers(ctx context.Context, natsServer string, base int) (_ *p
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		return nil, err
 	}
-	s.nats = exec.Command(natsServer, "--config", confPath)
-	if s.nats.Stdout, err = os.Create(filepath.Join(dir, "nats.log")); err != nil {
+	s.natsServer = natsServer
+	if err := s.startNATS(); err != nil {
 		return nil, err
-	}
-	s.nats.Stderr = s.nats.Stdout
-	s.nats.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := s.nats.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", natsServer, err)
 	}
 	s.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", base+1)
 	s.natsMonitor = fmt.Sprintf("http://127.0.0.1:%d", base+2)
@@ -133,6 +129,34 @@ func startPrivateServers(ctx context.Context, natsServer string, base int) (_ *p
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// startNATS starts nats-server on the run's configuration and store (again
+// after killNATS: JetStream recovers the stream from its files), its output
+// appended to nats.log.
+func (s *privateServers) startNATS() error {
+	c := exec.Command(s.natsServer, "--config", filepath.Join(s.dir, "nats.conf"))
+	log, err := os.OpenFile(filepath.Join(s.dir, "nats.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	c.Stdout, c.Stderr = log, log
+	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := c.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", s.natsServer, err)
+	}
+	s.nats = c
+	return nil
+}
+
+// killNATS SIGKILLs nats-server and waits for it to be gone: no shutdown,
+// no flush, what was not on disk is lost.
+func (s *privateServers) killNATS() error {
+	if err := s.nats.Process.Signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	_ = s.nats.Wait()
+	return nil
 }
 
 // pids are the servers' processes by name (PostgreSQL's postmaster, whose
