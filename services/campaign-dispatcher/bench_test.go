@@ -21,11 +21,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/parleyhq/parley/testkit/drillenv"
 	"github.com/parleyhq/parley/testkit/drilltally"
+	"github.com/parleyhq/parley/testkit/pgwrites"
+	"github.com/parleyhq/parley/testkit/proccpu"
+	"github.com/parleyhq/parley/testkit/serviceproc"
 )
 
 func TestBenchDelivery(t *testing.T) {
+	t.Run("Floor/latency=0", benchFloor)
 	t.Run("Throughput/latency=0", func(t *testing.T) { benchThroughput(t, 0, 50_000) })
 	t.Run("Throughput/latency=100ms", func(t *testing.T) { benchThroughput(t, 100*time.Millisecond, 50_000) })
 	t.Run("AccountRates", benchAccountRates)
@@ -168,4 +174,165 @@ func benchAccountRates(t *testing.T) {
 	if n := st.Errors["130429"]; n > 0 {
 		t.Errorf("the provider refused %d sends with 130429 (throughput exceeded): the dispatcher's limiter let them through", n)
 	}
+}
+
+// floorPhase is what one dispatcher did with the floor's messages.
+type floorPhase struct {
+	name  string
+	wall  time.Duration
+	cpu   map[string]time.Duration
+	pg    pgwrites.Counters
+	polls int
+}
+
+func (f floorPhase) rate(n int) float64 { return float64(n) / f.wall.Seconds() }
+
+// benchFloor measures the campaign dispatcher against a floor of its own
+// (issue 14): the naive dispatcher of naive_test.go, then the campaign
+// dispatcher, on the same 20,000 messages (20 batches of 1000 contacts,
+// published as the gateway does once the dispatcher is ready) with a
+// zero-latency provider, on a private PostgreSQL cluster (so that its WAL
+// is the run's alone). Each phase: messages per second from the first
+// publish ack to the last outcome recorded; CPU per message by process
+// tree; PostgreSQL's commits, rows and WAL per message. The ratio is
+// printed, not asserted (the target, 1.0, depends on the machine); a lost
+// or duplicated message at provider-sim, per recipient, fails either phase.
+func benchFloor(t *testing.T) {
+	const n, workers = 20_000, "512"
+	pg := drillenv.StartPrivatePG(t)
+	e := drillenv.New(t, drillenv.Options{PGURL: pg.URL, SimEnv: []string{"PARLEY_PROVIDER_SIM_LATENCY=0s"}})
+	s := e.NewSender("floor", 1_000_000)
+	phones := e.NextPhones(n)
+	if _, err := e.Pool.Exec(e.Ctx, naiveTable); err != nil {
+		t.Fatal(err)
+	}
+	sim := drilltally.Sim{URL: e.Sim.Base}
+
+	// run publishes the messages to a ready dispatcher and waits until
+	// recorded() reaches n; the dispatcher is stopped (its connections
+	// closed, so that PostgreSQL has its counters) before the last sample.
+	run := func(name string, p *serviceproc.Process, recorded string) floorPhase {
+		t.Helper()
+		roots := map[string]int{name: p.Pid(), "provider-sim": e.SimP.Pid(), "postgres": pg.Pid(),
+			"test process (embedded nats-server, publisher)": os.Getpid()}
+		poll, err := pgxpool.New(e.Ctx, e.DBURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pg0, err := pgwrites.Read(e.Ctx, e.Pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cpu0, err := proccpu.Tree(roots)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var first time.Time
+		for i := 0; i < n/1000; i++ {
+			_, at := e.PublishCampaign(s, phones[i*1000:(i+1)*1000])
+			if i == 0 {
+				first = at
+			}
+		}
+		f := floorPhase{name: name}
+		for deadline := time.Now().Add(5 * time.Minute); ; {
+			var got int
+			if err := poll.QueryRow(e.Ctx, recorded).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			f.polls++
+			if got >= n {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d of %d outcomes recorded within 5 minutes", name, got, n)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		f.wall = time.Since(first)
+		cpu1, err := proccpu.Tree(roots)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.cpu = map[string]time.Duration{}
+		for k, v := range cpu1 {
+			f.cpu[k] = v - cpu0[k]
+		}
+		if err := p.Stop(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		poll.Close()
+		time.Sleep(2 * time.Second) // the closed backends' counters
+		pg1, err := pgwrites.Read(e.Ctx, e.Pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.pg = pg1.Minus(pg0)
+		f.pg.Commits -= int64(f.polls) // the bench's own count queries
+		return f
+	}
+	report := func(f floorPhase) {
+		t.Logf("%s: %d messages, first publish ack -> every outcome recorded %s = %.0f msg/s", f.name, n, f.wall.Round(time.Millisecond), f.rate(n))
+		var parts []string
+		for _, k := range []string{f.name, "provider-sim", "postgres", "test process (embedded nats-server, publisher)"} {
+			parts = append(parts, fmt.Sprintf("%s %.1f", k, float64(f.cpu[k].Microseconds())/n))
+		}
+		t.Logf("  CPU µs per message: %s (%d cores, shared machine)", strings.Join(parts, ", "), runtime.NumCPU())
+		t.Logf("  %s (the bench's %d count queries left out)", f.pg.Per(n, "message"), f.polls)
+	}
+
+	// The floor.
+	addr := drillenv.FreeAddr(t)
+	naive := drillenv.StartProc(t, "naive-dispatcher", os.Args[0], "http://"+addr+"/readyz", 30*time.Second,
+		append(e.DispatcherEnv("PARLEY_NAIVE_ADDR", addr, "PARLEY_DISPATCH_WORKERS="+workers),
+			naiveEnv+"=1", "PARLEY_NAIVE_PHONE_NUMBER_ID="+s.Acct.PhoneNumberID, "PARLEY_NAIVE_ACCESS_TOKEN="+drillenv.Token)...)
+	floor := run("naive-dispatcher", naive, `SELECT count(*) FROM naive_outcomes`)
+	report(floor)
+	counts, err := sim.Counts(e.Ctx, phones)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost, dup int64
+	for _, c := range counts {
+		if c == 0 {
+			lost++
+		} else {
+			dup += c - 1
+		}
+	}
+	st := e.SimStats()
+	t.Logf("  naive dispatcher at provider-sim: %d accepted, lost %d, duplicated %d, errors %v", st.Accepted, lost, dup, st.Errors)
+	if lost != 0 || dup != 0 || st.Accepted != n {
+		t.Errorf("naive dispatcher: lost %d, duplicated %d, provider accepted %d of %d", lost, dup, st.Accepted, n)
+	}
+	var failed int
+	if err := e.Pool.QueryRow(e.Ctx, `SELECT count(*) FROM naive_outcomes WHERE error IS NOT NULL`).Scan(&failed); err != nil || failed != 0 {
+		t.Errorf("naive dispatcher: %d failed outcomes (%v)", failed, err)
+	}
+	// The work-queue stream takes one consumer per subject: the campaign
+	// dispatcher's replaces the naive one. The provider forgets the sends.
+	if err := e.JS.DeleteConsumer(e.Ctx, e.BusCfg.Stream, naiveConsumer); err != nil {
+		t.Fatal(err)
+	}
+	e.Sim.Do("POST", "/_sim/reset", nil, nil)
+
+	// The campaign dispatcher, on the same phones.
+	d, _ := e.StartCampaign("PARLEY_DISPATCH_WORKERS="+workers, "PARLEY_WHATSAPP_MAX_CONNS="+workers)
+	disp := run("campaign-dispatcher", d, `SELECT count(*) FROM messages WHERE state = 'sent'`)
+	report(disp)
+	tl := e.Take()
+	t.Logf("  campaign dispatcher: %s", tl)
+	for _, p := range tl.Problems(drilltally.Expect{}) {
+		t.Errorf("campaign dispatcher: %s", p)
+	}
+
+	ratio := disp.rate(n) / floor.rate(n)
+	verdict := "target met"
+	if ratio < 1.0 {
+		verdict = "BELOW the 1.0x target (reported, not failed: issue 14 is open on it)"
+	}
+	t.Logf("dispatcher/floor: %.0f / %.0f msg/s = %.2fx; CPU per message, dispatcher process %.1f µs vs naive %.1f µs; PostgreSQL commits per message %.3f vs %.3f, WAL bytes %.0f vs %.0f: %s",
+		disp.rate(n), floor.rate(n), ratio,
+		float64(disp.cpu["campaign-dispatcher"].Microseconds())/n, float64(floor.cpu["naive-dispatcher"].Microseconds())/n,
+		float64(disp.pg.Commits)/n, float64(floor.pg.Commits)/n, float64(disp.pg.WALBytes)/n, float64(floor.pg.WALBytes)/n, verdict)
 }

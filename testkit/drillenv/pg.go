@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -82,4 +83,20 @@ func (pg *PrivatePG) Stop() {
 	if out, err := asPostgres(pgBin+"/pg_ctl", "-D", pg.data, "-m", "immediate", "-w", "stop").CombinedOutput(); err != nil {
 		pg.t.Fatalf("pg_ctl stop: %v\n%s", err, out)
 	}
+}
+
+// Pid is the postmaster's process id (its descendants are the backends),
+// for CPU figures by process tree (testkit/proccpu).
+func (pg *PrivatePG) Pid() int {
+	pg.t.Helper()
+	b, err := os.ReadFile(filepath.Join(pg.data, "postmaster.pid"))
+	if err != nil {
+		pg.t.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		pg.t.Fatalf("postmaster.pid: %v", err)
+	}
+	return pid
 }
