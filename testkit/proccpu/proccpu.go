@@ -92,3 +92,18 @@ func Tree(roots map[string]int) (map[string]time.Duration, error) {
 	}
 	return out, nil
 }
+
+// Own is the CPU time one process has used so far, without its living
+// descendants (those it has waited for included, as in Tree): for a test
+// process whose children are measured as roots of their own.
+func Own(pid int) (time.Duration, error) {
+	stats, err := readProcStats()
+	if err != nil {
+		return 0, err
+	}
+	st, ok := stats[pid]
+	if !ok {
+		return 0, fmt.Errorf("pid %d is gone", pid)
+	}
+	return st.own + st.children, nil
+}
