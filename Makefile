@@ -193,6 +193,12 @@ bench-delivery: ## load test: msg/s through one dispatcher (latency 0 and 100 ms
 	  (cd services/automation-dispatcher && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery' .) || rc=1; \
 	  exit $$rc
 
+# The first part of bench-delivery alone (issue 14): the campaign dispatcher
+# against its naive floor.
+.PHONY: bench-delivery-floor
+bench-delivery-floor: ## load test: the campaign dispatcher against a naive dispatcher on the same 20,000 messages (msg/s and ratio, CPU per message by process, PostgreSQL writes and WAL per message; fails on lost or duplicated sends)
+	@cd services/campaign-dispatcher && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery$$/^Floor' .
+
 # PARLEY_DRILL_CONTACTS (50000), PARLEY_DRILL_THROUGHPUT (the account's, 2000/s)
 # and PARLEY_DRILL_LATENCY_MS (the simulator's, 50) change the figures.
 .PHONY: drill-segment-50k
