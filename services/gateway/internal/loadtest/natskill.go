@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -80,7 +81,7 @@ func NATSKill(ctx context.Context, o NATSKillOptions, w io.Writer) error {
 	}
 	gw, err := serviceproc.Start(ctx, serviceproc.Options{Name: "gateway", Bin: bin,
 		Env:   append(sc.env(busCfg), "PARLEY_GATEWAY_ADDR="+addr, "PARLEY_GATEWAY_ACCESS_LOG=false"),
-		Probe: "http://" + addr + "/readyz", Output: os.Stderr})
+		Probe: "http://" + addr + "/readyz"}) // its log (a 503 per refused request) is not shown
 	if err != nil {
 		return err
 	}
@@ -206,7 +207,7 @@ func (l *natsKillLoad) send(ctx context.Context, client *http.Client, url string
 	}
 }
 
-// streamBatchIDs reads every message of the stream with an ordered consumer
+// streamBatchIDs reads every message of the stream
 // and returns the batch ids in it (decoded from each message).
 func streamBatchIDs(ctx context.Context, js jetstream.JetStream, stream string) (map[string]bool, error) {
 	var (
@@ -228,36 +229,26 @@ func streamBatchIDs(ctx context.Context, js jetstream.JetStream, stream string) 
 	if err != nil {
 		return nil, err
 	}
-	total := int(info.State.Msgs)
-	out := make(map[string]bool, total)
-	if total == 0 {
+	out := make(map[string]bool, info.State.Msgs)
+	if info.State.Msgs == 0 {
 		return out, nil
 	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		return nil, err
-	}
-	for read := 0; read < total; {
-		batch, err := cons.Fetch(min(1000, total-read), jetstream.FetchMaxWait(5*time.Second))
+	// Nothing consumes the stream, so its sequences have no gaps; a
+	// work-queue stream takes no ordered consumer, so each message is
+	// fetched by its sequence (direct get).
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("stream message %d: %w", seq, err)
 		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			var b sendsv1.CampaignBatch
-			if err := proto.Unmarshal(m.Data(), &b); err != nil {
-				return nil, fmt.Errorf("message %s: %w", m.Subject(), err)
-			}
-			out[b.BatchId] = true
+		var b sendsv1.CampaignBatch
+		if err := proto.Unmarshal(m.Data, &b); err != nil {
+			return nil, fmt.Errorf("stream message %d: %w", seq, err)
 		}
-		if err := batch.Error(); err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			return nil, fmt.Errorf("stream read stalled at %d of %d messages", read, total)
-		}
-		read += n
+		out[b.BatchId] = true
 	}
 	return out, nil
 }
