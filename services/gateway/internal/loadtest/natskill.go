@@ -135,15 +135,16 @@ func NATSKill(ctx context.Context, o NATSKillOptions, w io.Writer) error {
 			missing = append(missing, id)
 		}
 	}
-	others := 0
+	others, byStatus := 0, map[int]int{}
 	for s, n := range load.statuses {
 		if s != http.StatusAccepted {
 			others += n
+			byStatus[s] = n
 		}
 	}
-	fmt.Fprintf(w, "answers: %d 202s, %d others by status %v, %d transport errors\n", len(load.accepted), others, load.statuses, load.errors)
-	fmt.Fprintf(w, "stream after the restart: %d batches; of the %d batch ids answered 202: found %d, missing %d\n",
-		len(inStream), len(load.accepted), len(load.accepted)-len(missing), len(missing))
+	fmt.Fprintf(w, "answers: %d 202s; %d others, by status %v; %d transport errors\n", len(load.accepted), others, byStatus, load.errors)
+	fmt.Fprintf(w, "stream after the restart: %d batches; of the %d batch ids answered 202: found %d, missing %d (%d batches in the stream were not answered 202: stored, but the answer was lost with the kill)\n",
+		len(inStream), len(load.accepted), len(load.accepted)-len(missing), len(missing), len(inStream)-(len(load.accepted)-len(missing)))
 	if len(load.accepted) == 0 {
 		return fmt.Errorf("no request was answered 202")
 	}
