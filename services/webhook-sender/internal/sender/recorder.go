@@ -185,19 +185,31 @@ func (r *recorder) write(buf []outcome) error {
 	var sOK, sReset []bool
 	var sSince []time.Time
 	var failing []string
-	for id, st := range streaks {
-		sIDs, sOK, sReset, sSince, sErrs = append(sIDs, id), append(sOK, st.ok), append(sReset, st.reset), append(sSince, st.since), append(sErrs, st.err)
+	// In id order: the endpoints' rows are locked first, in that order, so
+	// that concurrent flushes of one endpoint queue up before touching its
+	// deliveries (the disable step below updates deliveries of other flushes).
+	for id := range streaks {
+		sIDs = append(sIDs, id)
+	}
+	sort.Strings(sIDs)
+	for _, id := range sIDs {
+		st := streaks[id]
+		sOK, sReset, sSince, sErrs = append(sOK, st.ok), append(sReset, st.reset), append(sSince, st.since), append(sErrs, st.err)
 		if !st.ok {
 			failing = append(failing, id)
 		}
 	}
-	sort.Strings(sIDs) // not needed for correctness; keeps lock order stable
 	var disabled []string
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	now := s.now()
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		disabled = nil
+		if len(sIDs) > 0 {
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM webhook_endpoints WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`, sIDs); err != nil {
+				return fmt.Errorf("lock endpoints: %w", err)
+			}
+		}
 		if len(ids) > 0 {
 			if _, err := tx.Exec(ctx, recordDeliveriesSQL, ids, statuses, attempted, nexts, codes, latencies, errs, ats); err != nil {
 				return fmt.Errorf("record deliveries: %w", err)
