@@ -412,6 +412,14 @@ func runClusterWorkload(t *testing.T, natsBin, gwBin string, replicas int) clust
 			return true
 		})
 		out.change = ch
+		// A restarted dispatcher creates or updates the stream, which needs
+		// the cluster's meta leader: the stream's election does not imply it.
+		waitFor(t, "the JetStream meta leader", 60*time.Second, func() bool {
+			ctx, cancel := context.WithTimeout(e.Ctx, time.Second)
+			defer cancel()
+			_, err := e.JS.AccountInfo(ctx)
+			return err == nil
+		})
 
 		// Then one dispatcher of each kind, while messages are in flight.
 		for _, k := range []struct {
