@@ -44,8 +44,8 @@ import (
 )
 
 // ErrNotFound is a batch that does not exist for the asking company (or an
-// id that is not a batch id). It is delivery.ErrNotFound.
-var ErrNotFound = delivery.ErrNotFound
+// id that is not a batch id). It is batchview.ErrNotFound.
+var ErrNotFound = batchview.ErrNotFound
 
 // Result is what a cancel did: how many messages it cancelled (0 when there
 // was nothing left to cancel, as on a second cancel) and the batch after it.
@@ -135,7 +135,7 @@ func cancelRecorded(ctx context.Context, tx pgx.Tx, companyID int64, id string, 
 	// A batch that can still send is marked, so that what comes back to its
 	// queue is cancelled too; a finished one (completed, failed) only is
 	// when this cancel found something, which it cannot.
-	first := cancelledAt == nil && (n > 0 || status == string(delivery.BatchScheduled) || status == string(delivery.BatchProcessing))
+	first := cancelledAt == nil && (n > 0 || status == string(batchview.BatchScheduled) || status == string(batchview.BatchProcessing))
 	if first {
 		if _, err := tx.Exec(ctx, `UPDATE batches SET cancelled_at = $2 WHERE id = $1`, id, now); err != nil {
 			return Result{}, fmt.Errorf("mark batch %s cancelled: %w", id, err)
@@ -233,12 +233,12 @@ type Times struct {
 type Message struct {
 	ID int64 `json:"message_id"`
 	// Seq is the message's position in the batch, from 0.
-	Seq               int            `json:"seq"`
-	Phone             string         `json:"phone"`
-	State             delivery.State `json:"state"`
-	ProviderMessageID *string        `json:"provider_message_id"`
-	ErrorCode         *int           `json:"error_code"`
-	ErrorTitle        *string        `json:"error_title"`
+	Seq               int             `json:"seq"`
+	Phone             string          `json:"phone"`
+	State             batchview.State `json:"state"`
+	ProviderMessageID *string         `json:"provider_message_id"`
+	ErrorCode         *int            `json:"error_code"`
+	ErrorTitle        *string         `json:"error_title"`
 	// Attempts is how many times it was handed to the provider.
 	Attempts int `json:"attempts"`
 	// Due is when a waiting message (queued, scheduled, deferred) may go.
@@ -287,7 +287,7 @@ func parseFilter(batchID string, f Filter) (states []string, limit, after int, e
 }
 
 func validState(s string) bool {
-	for _, x := range delivery.States {
+	for _, x := range batchview.States {
 		if string(x) == s {
 			return true
 		}
@@ -296,8 +296,8 @@ func validState(s string) bool {
 }
 
 func stateNames() []string {
-	out := make([]string, len(delivery.States))
-	for i, s := range delivery.States {
+	out := make([]string, len(batchview.States))
+	for i, s := range batchview.States {
 		out[i] = string(s)
 	}
 	return out
@@ -368,7 +368,7 @@ func Messages(ctx context.Context, db *pgxpool.Pool, companyID int64, batchID st
 		err := r.Scan(&m.ID, &m.Seq, &m.Phone, &state, &m.ProviderMessageID, &m.ErrorCode, &m.ErrorTitle, &m.Attempts,
 			&m.Due, &m.Times.Created, &m.Times.Deferred, &m.Times.Sending, &m.Times.Sent, &m.Times.Delivered,
 			&m.Times.Read, &m.Times.Failed, &m.Times.SkippedOptOut, &m.Times.Cancelled, &m.Times.Updated)
-		m.State = delivery.State(state)
+		m.State = batchview.State(state)
 		return m, err
 	})
 	if err != nil {

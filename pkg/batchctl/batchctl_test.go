@@ -145,8 +145,8 @@ func TestCancelScheduledBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Cancelled != 3 || res.Counts[delivery.StateCancelled] != 3 || res.Counts[delivery.StateSending] != 1 ||
-		res.Counts[delivery.StateSent] != 1 || res.Status != delivery.BatchProcessing || res.CancelledAt == nil {
+	if res.Cancelled != 3 || res.Counts[batchview.StateCancelled] != 3 || res.Counts[batchview.StateSending] != 1 ||
+		res.Counts[batchview.StateSent] != 1 || res.Status != batchview.BatchProcessing || res.CancelledAt == nil {
 		t.Fatalf("first cancel: %+v", res)
 	}
 	var events int
@@ -155,7 +155,7 @@ func TestCancelScheduledBatch(t *testing.T) {
 	}
 
 	again, err := batchctl.CancelAt(f.ctx, f.pool, f.comp.ID, b.BatchId, f.now)
-	if err != nil || again.Cancelled != 0 || again.Counts[delivery.StateCancelled] != 3 {
+	if err != nil || again.Cancelled != 0 || again.Counts[batchview.StateCancelled] != 3 {
 		t.Fatalf("second cancel: %+v, %v", again, err)
 	}
 
@@ -175,7 +175,7 @@ func TestCancelScheduledBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, err := batchview.BatchStatus(f.ctx, f.pool, f.comp.ID, b.BatchId)
-	if err != nil || st.Status != delivery.BatchCompleted || st.Counts[delivery.StateCancelled] != 4 || st.Counts[delivery.StateSent] != 1 {
+	if err != nil || st.Status != batchview.BatchCompleted || st.Counts[batchview.StateCancelled] != 4 || st.Counts[batchview.StateSent] != 1 {
 		t.Fatalf("after the retry came back: %+v, %v", st, err)
 	}
 }
@@ -185,7 +185,7 @@ func TestCancelNothingSentIsCancelled(t *testing.T) {
 	b := f.campaignBatch(4, nil)
 	f.expand(b)
 	res, err := batchctl.CancelAt(f.ctx, f.pool, f.comp.ID, b.BatchId, f.now)
-	if err != nil || res.Cancelled != 4 || res.Status != delivery.BatchCancelled || res.CompletedAt == nil {
+	if err != nil || res.Cancelled != 4 || res.Status != batchview.BatchCancelled || res.CompletedAt == nil {
 		t.Fatalf("cancel: %+v, %v", res, err)
 	}
 	if _, err := batchctl.Cancel(f.ctx, f.pool, f.comp.ID, "not-a-uuid"); !errors.Is(err, batchctl.ErrNotFound) {
@@ -202,11 +202,11 @@ func TestCancelPendingThenExpand(t *testing.T) {
 	b := f.campaignBatch(6, nil)
 	pending := batchview.Batch{ID: b.BatchId, CompanyID: f.comp.ID, Kind: "campaign", Source: bus.ParseSource(b.Source), ContactCount: 6, AcceptedAt: f.now}
 	res, err := batchctl.CancelPending(f.ctx, f.pool, pending, f.now)
-	if err != nil || res.Cancelled != 6 || res.Status != delivery.BatchCancelled || res.Counts[delivery.StateCancelled] != 6 {
+	if err != nil || res.Cancelled != 6 || res.Status != batchview.BatchCancelled || res.Counts[batchview.StateCancelled] != 6 {
 		t.Fatalf("pending cancel: %+v, %v", res, err)
 	}
 	again, err := batchctl.CancelPending(f.ctx, f.pool, pending, f.now)
-	if err != nil || again.Cancelled != 0 || again.Counts[delivery.StateCancelled] != 6 {
+	if err != nil || again.Cancelled != 0 || again.Counts[batchview.StateCancelled] != 6 {
 		t.Fatalf("second pending cancel: %+v, %v", again, err)
 	}
 	// The dispatcher gets to it: every message is created cancelled, none due.
@@ -218,7 +218,7 @@ func TestCancelPendingThenExpand(t *testing.T) {
 		t.Fatalf("states after expansion: %v", got)
 	}
 	st, err := batchview.BatchStatus(f.ctx, f.pool, f.comp.ID, b.BatchId)
-	if err != nil || st.Status != delivery.BatchCancelled || st.Counts[delivery.StateCancelled] != 6 {
+	if err != nil || st.Status != batchview.BatchCancelled || st.Counts[batchview.StateCancelled] != 6 {
 		t.Fatalf("status: %+v, %v", st, err)
 	}
 	var campaign *int64
@@ -274,7 +274,7 @@ func TestMessagesPagesWhileStatesChange(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, m := range page.Messages {
-			if seen[m.Seq] || m.State != delivery.StateQueued {
+			if seen[m.Seq] || m.State != batchview.StateQueued {
 				t.Fatalf("message %d listed twice or in state %s", m.Seq, m.State)
 			}
 			seen[m.Seq] = true
@@ -365,7 +365,7 @@ func TestCancelPendingOfEveryKind(t *testing.T) {
 			t.Fatalf("%s: expand %+v, %v", c.kind, exp, err)
 		}
 		st, err := batchview.BatchStatus(f.ctx, f.pool, f.comp.ID, c.id)
-		if err != nil || st.Status != delivery.BatchCancelled {
+		if err != nil || st.Status != batchview.BatchCancelled {
 			t.Fatalf("%s: %+v, %v", c.kind, st, err)
 		}
 		got := f.states(c.id)

@@ -172,14 +172,14 @@ func (d deliveryRecords) PendingBatch(ctx context.Context, companyID int64, batc
 // from the stream to the record is always found.
 func (d deliveryRecords) CancelBatch(ctx context.Context, companyID int64, batchID string) (batchctl.Result, error) {
 	res, err := batchctl.CancelAt(ctx, d.pool, companyID, batchID, d.now())
-	if !errors.Is(err, delivery.ErrNotFound) {
+	if !errors.Is(err, batchview.ErrNotFound) {
 		return res, err
 	}
 	p, err := d.pending.Batch(ctx, companyID, batchID)
 	switch {
 	case err == nil:
 		return batchctl.CancelPending(ctx, d.pool, p, d.now())
-	case !errors.Is(err, delivery.ErrNotFound):
+	case !errors.Is(err, batchview.ErrNotFound):
 		return batchctl.Result{}, err
 	}
 	return batchctl.CancelAt(ctx, d.pool, companyID, batchID, d.now())
@@ -189,11 +189,11 @@ func (d deliveryRecords) CancelBatch(ctx context.Context, companyID int64, batch
 // stream has none yet.
 func (d deliveryRecords) BatchMessages(ctx context.Context, companyID int64, batchID string, f batchctl.Filter) (batchctl.Page, error) {
 	page, err := batchctl.Messages(ctx, d.pool, companyID, batchID, f)
-	if !errors.Is(err, delivery.ErrNotFound) {
+	if !errors.Is(err, batchview.ErrNotFound) {
 		return page, err
 	}
 	if _, err := d.pending.Batch(ctx, companyID, batchID); err != nil {
-		if errors.Is(err, delivery.ErrNotFound) {
+		if errors.Is(err, batchview.ErrNotFound) {
 			// Recorded meanwhile?
 			return batchctl.Messages(ctx, d.pool, companyID, batchID, f)
 		}

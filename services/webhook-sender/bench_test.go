@@ -15,13 +15,10 @@ package main
 // Both fail on any event of the outbox not received at least once.
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/parleyhq/parley/testkit/proccpu"
 )
 
 const benchMessages = 20_000
@@ -106,35 +103,15 @@ func (e *env) sample(c company) (stop func()) {
 
 func (e *env) newCompany(slug string) company { return e.newCompanyAt(slug, 1_000_000) }
 
-// cpuSeconds is the user+system CPU a process has used (Linux /proc).
+// cpuSeconds is the CPU a process has used (proccpu.Own); 0 once it is gone.
 func cpuSeconds(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(fields) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseFloat(fields[11], 64)
-	k, _ := strconv.ParseFloat(fields[12], 64)
-	return (u + k) / 100 // clock ticks; 100 per second on Linux
+	d, _ := proccpu.Own(pid)
+	return d.Seconds()
 }
 
 // postgresCPUSeconds is the CPU every postgres process on this machine has
 // used (the shared server's backends: other users' work included).
 func postgresCPUSeconds() float64 {
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	var total float64
-	for _, d := range dirs {
-		comm, err := os.ReadFile(d + "/comm")
-		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
-			continue
-		}
-		if pid, err := strconv.Atoi(filepath.Base(d)); err == nil {
-			total += cpuSeconds(pid)
-		}
-	}
-	return total
+	d, _ := proccpu.Command("postgres")
+	return d.Seconds()
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/parleyhq/parley/pkg/webhooks"
 	"github.com/parleyhq/parley/pkg/webhooks/webhooksim"
 	"github.com/parleyhq/parley/testkit/bustest"
+	"github.com/parleyhq/parley/testkit/drillenv"
 	"github.com/parleyhq/parley/testkit/ratelimittest"
 	"github.com/parleyhq/parley/testkit/serviceproc"
 	"github.com/parleyhq/parley/testkit/storetest"
@@ -125,13 +126,13 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e.redis = ratelimittest.Config(t)
-	simAddr := freeAddr(t)
+	simAddr := drillenv.FreeAddr(t)
 	e.simURL = "http://" + simAddr
-	startProc(t, "provider-sim", bins.providerSim, e.simURL+"/_sim/stats", 20*time.Second,
+	drillenv.StartProc(t, "provider-sim", bins.providerSim, e.simURL+"/_sim/stats", 20*time.Second,
 		"PARLEY_PROVIDER_SIM_ADDR="+simAddr, "PARLEY_LOG_LEVEL=warn",
 		"PARLEY_PROVIDER_SIM_MESSAGE_BUFFER=100000", "PARLEY_PROVIDER_SIM_MAX_RECIPIENTS=500000")
 	e.recv = webhooksim.New()
-	e.rl = &receiverListener{addr: freeAddr(t), h: e.recv}
+	e.rl = &receiverListener{addr: drillenv.FreeAddr(t), h: e.recv}
 	e.rl.up(t)
 	t.Cleanup(func() {
 		e.recv.Close()
@@ -181,32 +182,6 @@ func (r *receiverListener) down() {
 	}
 }
 
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	addr, err := serviceproc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
-func startProc(t testing.TB, name, bin, probe string, within time.Duration, env ...string) *serviceproc.Process {
-	t.Helper()
-	p, err := serviceproc.Start(context.Background(), serviceproc.Options{Name: name, Bin: bin, Env: env,
-		Probe: probe, StartTimeout: within})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Kill()
-		if t.Failed() {
-			lines := strings.Split(strings.TrimRight(p.Logs(), "\n"), "\n")
-			t.Logf("--- last lines of %s ---\n%s", name, strings.Join(lines[max(0, len(lines)-40):], "\n"))
-		}
-	})
-	return p
-}
-
 func (e *env) commonEnv() []string {
 	return []string{
 		"PARLEY_POSTGRES_URL=" + e.dbURL, "PARLEY_POSTGRES_MAX_CONNS=20",
@@ -217,8 +192,8 @@ func (e *env) commonEnv() []string {
 
 // startDispatcher runs the campaign dispatcher.
 func (e *env) startDispatcher() *serviceproc.Process {
-	addr := freeAddr(e.t)
-	return startProc(e.t, "campaign-dispatcher", bins.campaign, "http://"+addr+"/readyz", 30*time.Second,
+	addr := drillenv.FreeAddr(e.t)
+	return drillenv.StartProc(e.t, "campaign-dispatcher", bins.campaign, "http://"+addr+"/readyz", 30*time.Second,
 		append(e.commonEnv(), "PARLEY_CAMPAIGN_DISPATCHER_ADDR="+addr,
 			"PARLEY_REDIS_ADDR="+e.redis.Addr, "PARLEY_REDIS_KEY_PREFIX="+e.redis.KeyPrefix,
 			"PARLEY_WHATSAPP_BASE_URL="+e.simURL, "PARLEY_WHATSAPP_TIMEOUT=2s")...)
@@ -227,8 +202,8 @@ func (e *env) startDispatcher() *serviceproc.Process {
 // startSender runs the webhook sender; it returns the process and its
 // metrics URL.
 func (e *env) startSender(extra ...string) (*serviceproc.Process, string) {
-	addr := freeAddr(e.t)
-	p := startProc(e.t, "webhook-sender", bins.sender, "http://"+addr+"/readyz", 30*time.Second,
+	addr := drillenv.FreeAddr(e.t)
+	p := drillenv.StartProc(e.t, "webhook-sender", bins.sender, "http://"+addr+"/readyz", 30*time.Second,
 		append(append(e.commonEnv(), "PARLEY_WEBHOOK_SENDER_ADDR="+addr, "PARLEY_WEBHOOKS_ALLOW_PRIVATE=true",
 			"PARLEY_WEBHOOK_SENDER_STREAM="+e.busCfg.Stream+"_EVENTS"), extra...)...)
 	return p, "http://" + addr + "/metrics"

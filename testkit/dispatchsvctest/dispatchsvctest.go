@@ -176,13 +176,13 @@ func deliversAndShutsDown(t *testing.T, lane delivery.Lane, rc *ratelimit.RedisC
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		b, err := batchview.BatchStatus(ctx, pool, co.ID, id)
-		if err == nil && b.Status == delivery.BatchCompleted {
-			if b.Counts[delivery.StateSent] != 2 {
+		if err == nil && b.Status == batchview.BatchCompleted {
+			if b.Counts[batchview.StateSent] != 2 {
 				t.Fatalf("batch = %+v", b)
 			}
 			break
 		}
-		if err != nil && !errors.Is(err, delivery.ErrNotFound) {
+		if err != nil && !errors.Is(err, batchview.ErrNotFound) {
 			t.Fatal(err)
 		}
 		if time.Now().After(deadline) {

@@ -18,6 +18,7 @@ const clockTicks = 100
 
 // procStat is what Tree reads of one process.
 type procStat struct {
+	comm string
 	ppid int
 	// own is utime+stime; children is cutime+cstime, the CPU of the
 	// children it has waited for (ended ones, such as PostgreSQL backends
@@ -56,7 +57,11 @@ func readProcStats() (map[int]procStat, error) {
 			}
 		}
 		tick := time.Second / clockTicks
-		out[pid] = procStat{ppid: int(v[0]), own: time.Duration(v[1]+v[2]) * tick, children: time.Duration(v[3]+v[4]) * tick}
+		comm := ""
+		if j := strings.IndexByte(s, '('); j >= 0 && j < i {
+			comm = s[j+1 : i]
+		}
+		out[pid] = procStat{comm: comm, ppid: int(v[0]), own: time.Duration(v[1]+v[2]) * tick, children: time.Duration(v[3]+v[4]) * tick}
 	}
 	return out, nil
 }
@@ -106,4 +111,22 @@ func Own(pid int) (time.Duration, error) {
 		return 0, fmt.Errorf("pid %d is gone", pid)
 	}
 	return st.own + st.children, nil
+}
+
+// Command is the CPU time used so far by every process named comm on the
+// machine (its own time only, as /proc/<pid>/comm names it): for a shared
+// server, such as the local PostgreSQL, whose processes no test started.
+// Other users' work on that server is included.
+func Command(comm string) (time.Duration, error) {
+	stats, err := readProcStats()
+	if err != nil {
+		return 0, err
+	}
+	var total time.Duration
+	for _, st := range stats {
+		if st.comm == comm {
+			total += st.own
+		}
+	}
+	return total, nil
 }

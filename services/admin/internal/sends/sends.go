@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/parleyhq/parley/pkg/batchctl"
+	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus"
-	"github.com/parleyhq/parley/pkg/delivery"
 )
 
 // ErrNotFound is a batch that does not exist for the company (or an id
@@ -25,12 +25,12 @@ var ErrNotFound = batchctl.ErrNotFound
 
 // StateCancelled is the terminal state of a message cancelled before it
 // reached the provider.
-const StateCancelled = string(delivery.StateCancelled)
+const StateCancelled = string(batchview.StateCancelled)
 
 // States are every message state in display order.
 var States = func() []string {
-	out := make([]string, len(delivery.States))
-	for i, st := range delivery.States {
+	out := make([]string, len(batchview.States))
+	for i, st := range batchview.States {
 		out[i] = string(st)
 	}
 	return out
@@ -40,7 +40,7 @@ var States = func() []string {
 // what a cancel still stops.
 var waitingStates = func() map[string]bool {
 	out := map[string]bool{}
-	for _, st := range delivery.Cancellable {
+	for _, st := range batchview.Cancellable {
 		out[string(st)] = true
 	}
 	return out
@@ -95,7 +95,7 @@ func (b Batch) Total() int {
 // Unfinished reports whether the batch may still send something.
 func (b Batch) Unfinished() bool {
 	switch b.Status {
-	case string(delivery.BatchAccepted), string(delivery.BatchScheduled), string(delivery.BatchProcessing):
+	case string(batchview.BatchAccepted), string(batchview.BatchScheduled), string(batchview.BatchProcessing):
 		return true
 	}
 	return false
@@ -108,7 +108,7 @@ func (b Batch) Cancellable() bool {
 	if !b.Unfinished() {
 		return false
 	}
-	if b.Status == string(delivery.BatchAccepted) || b.Status == string(delivery.BatchScheduled) {
+	if b.Status == string(batchview.BatchAccepted) || b.Status == string(batchview.BatchScheduled) {
 		return true
 	}
 	for s, n := range b.Counts {
@@ -301,7 +301,7 @@ func (s *Store) Timeline(ctx context.Context, b Batch, points int) (Timeline, er
 }
 
 // ProblemStates are the states the batch page lists with their reasons.
-var ProblemStates = []string{string(delivery.StateFailed), string(delivery.StateSkippedOptOut)}
+var ProblemStates = []string{string(batchview.StateFailed), string(batchview.StateSkippedOptOut)}
 
 // Problems returns a page of the batch's failed and skipped messages, in
 // the batch's order, from cursor ("" for the first page), through

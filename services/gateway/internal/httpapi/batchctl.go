@@ -15,13 +15,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parleyhq/parley/pkg/batchctl"
-	"github.com/parleyhq/parley/pkg/delivery"
+	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/services/gateway/internal/validation"
 )
 
 // BatchControl cancels a batch and lists its messages (pkg/batchctl), for
 // a batch recorded in PostgreSQL or still waiting in the stream. Both
-// answer delivery.ErrNotFound for a batch the company does not have.
+// answer batchview.ErrNotFound for a batch the company does not have.
 type BatchControl interface {
 	CancelBatch(ctx context.Context, companyID int64, batchID string) (batchctl.Result, error)
 	BatchMessages(ctx context.Context, companyID int64, batchID string, f batchctl.Filter) (batchctl.Page, error)
@@ -62,10 +62,10 @@ func (h *handlers) cancelBatch(c *gin.Context) {
 		func(ctx context.Context, companyID int64, _ struct{}) (int, any, error) {
 			id, err := uuid.Parse(raw)
 			if err != nil {
-				return 0, nil, delivery.ErrNotFound
+				return 0, nil, batchview.ErrNotFound
 			}
 			res, err := h.control.CancelBatch(ctx, companyID, id.String())
-			if err != nil && !errors.Is(err, delivery.ErrNotFound) {
+			if err != nil && !errors.Is(err, batchview.ErrNotFound) {
 				h.log.Error("cancel batch", zap.String("batch_id", id.String()), zap.Error(err))
 				return 0, nil, fmt.Errorf("%w: %v", errBatchStore, err)
 			}
@@ -137,7 +137,7 @@ func (h *handlers) batchMessages(c *gin.Context) {
 		}
 		abortProblems(c, []problem{p})
 		return
-	case errors.Is(err, delivery.ErrNotFound):
+	case errors.Is(err, batchview.ErrNotFound):
 		abortDetail(c, http.StatusNotFound, msgBatchNotFound)
 		return
 	case err != nil:
@@ -155,7 +155,7 @@ func (h *handlers) batchMessages(c *gin.Context) {
 }
 
 func validMessageState(s string) bool {
-	for _, x := range delivery.States {
+	for _, x := range batchview.States {
 		if string(x) == s {
 			return true
 		}
@@ -166,9 +166,9 @@ func validMessageState(s string) bool {
 // stateList is pydantic's enum wording: 'a', 'b' or 'c'.
 func stateList() string {
 	var b strings.Builder
-	for i, s := range delivery.States {
+	for i, s := range batchview.States {
 		switch {
-		case i == len(delivery.States)-1:
+		case i == len(batchview.States)-1:
 			b.WriteString(" or ")
 		case i > 0:
 			b.WriteString(", ")
