@@ -142,8 +142,10 @@ run-check: $(NATS_SERVER) ## make run on private ports and servers: demo key and
 	@PARLEY_NATS_SERVER=$(NATS_SERVER) bash deploy/local/run-check.sh
 
 .PHONY: bench-gateway
-bench-gateway: ## load test: the floor, then the gateway at 10 and 1000 contacts per request (prints req/s, contacts/s, p50, p99; fails on any answer but 202 or a rate-limit fallback)
-	@cd services/gateway && go run ./cmd/gateway-bench
+# Private servers on ports 8521-8524 (BENCH_GATEWAY_FLAGS=-port-base N moves
+# them; -shared runs on the shared local servers instead).
+bench-gateway: $(NATS_SERVER) ## load test: the floor, the gateway without and with group commit, at 64 and 1 connections, 10 and 1000 contacts (req/s, p50, p99, CPU per request by process, batches per stream message; fails on any answer but 202, a rate-limit fallback or a missed target)
+	@cd services/gateway && go run ./cmd/gateway-bench -nats-server $(NATS_SERVER) $(BENCH_GATEWAY_FLAGS)
 
 # README "Benchmarks" quotes its figures. Private servers on ports 8511-8514
 # (NATS_KILL_FLAGS=-port-base N moves them).

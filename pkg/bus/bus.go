@@ -5,6 +5,7 @@ package bus
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
@@ -73,30 +74,35 @@ func (c Config) BatchSubject(companyID int64) string {
 // ForBatch is the subject of one batch below a company's subject.
 func ForBatch(companySubject, batchID string) string { return companySubject + "." + batchID }
 
-// PendingSubjects are the subjects a company's batch can wait on, one per
-// kind; GET /api/batches/{id} looks there before a dispatcher recorded it.
-func (c Config) PendingSubjects(companyID int64, batchID string) []string {
-	return []string{
-		ForBatch(c.CampaignSubject(companyID), batchID),
-		ForBatch(c.AutomationSubject(companyID), batchID),
-		ForBatch(c.BatchSubject(companyID), batchID),
-	}
-}
-
-// Subject is a parsed batch subject: <prefix>.<kind>.<company_id>[.<batch_id>].
+// Subject is a parsed batch subject: <prefix>.<kind>.<company_id>[.<batch_id>]
+// for a batch published alone, <prefix>.<kind>.g.<group_id> for a group.
 type Subject struct {
 	// Kind is campaign, automation or batch.
-	Kind      string
+	Kind string
+	// CompanyID is 0 on a group's subject (its batches say theirs).
 	CompanyID int64
-	// BatchID is empty on a subject without one (older publishers, tools).
+	// BatchID is empty on a subject without one (a group, older publishers,
+	// tools).
 	BatchID string
+	// Grouped is a group's subject; Group is its id.
+	Grouped bool
+	Group   GroupID
 }
 
 // ParseSubject reads a batch subject. The prefix is one token (Validate).
 func ParseSubject(subject string) (Subject, error) {
 	parts := strings.Split(subject, ".")
 	if len(parts) != 3 && len(parts) != 4 {
-		return Subject{}, fmt.Errorf("subject %q is not <prefix>.<kind>.<company_id>[.<batch_id>]", subject)
+		return Subject{}, fmt.Errorf("subject %q is not <prefix>.<kind>.<company_id>[.<batch_id>] or <prefix>.<kind>.g.<group_id>", subject)
+	}
+	if len(parts) == 4 && parts[2] == groupToken {
+		raw, err := hex.DecodeString(parts[3])
+		if err != nil || len(raw) != len(GroupID{}) {
+			return Subject{}, fmt.Errorf("subject %q has no group id", subject)
+		}
+		s := Subject{Kind: parts[1], Grouped: true}
+		copy(s.Group[:], raw)
+		return s, nil
 	}
 	id, err := strconv.ParseInt(parts[2], 10, 64)
 	if err != nil {

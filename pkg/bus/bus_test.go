@@ -160,7 +160,15 @@ func TestParseSubject(t *testing.T) {
 			t.Errorf("ParseSubject(%q) accepted", bad)
 		}
 	}
-	if got := cfg.PendingSubjects(3, "b"); len(got) != 3 || got[0] != "sends.campaign.3.b" || got[2] != "sends.batch.3.b" {
-		t.Errorf("PendingSubjects = %v", got)
+	g, err := bus.NewGroupID(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := bus.ParseSubject(cfg.GroupSubject(bus.KindMessageBatches, g))
+	if want := (bus.Subject{Kind: "batch", Grouped: true, Group: g}); err != nil || got != want {
+		t.Errorf("ParseSubject(group) = %+v, %v; want %+v", got, err, want)
+	}
+	if _, err := bus.ParseSubject("sends.batch.g.0011"); err == nil {
+		t.Error("ParseSubject accepted a short group id")
 	}
 }

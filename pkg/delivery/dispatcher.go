@@ -243,9 +243,10 @@ func (x *Dispatcher) expandWorker(queue <-chan jetstream.Msg, quit <-chan struct
 // than at its next poll.
 func (x *Dispatcher) Wake(accountID int64) { x.eng.wake(accountID) }
 
-// handle expands one batch and acks it only once its messages are
-// committed; a transient failure is retried with backoff, an undecodable
-// batch is terminated and kept for an operator.
+// handle expands one stream message, a batch alone or a group of them, and
+// acks it only once its messages are committed; a transient failure is
+// retried with backoff, an undecodable batch is terminated (alone) or set
+// aside (in a group) and kept for an operator.
 func (x *Dispatcher) handle(msg jetstream.Msg) {
 	lane := string(x.lane)
 	defer func() {
@@ -260,32 +261,111 @@ func (x *Dispatcher) handle(msg jetstream.Msg) {
 	stop := x.keepAlive(msg)
 	defer stop()
 
-	exp, batchID, company, err := x.expand(ctx, msg)
-	log := x.log.With(zap.String("batch_id", batchID), zap.Int64("company_id", company))
+	subj, subjErr := bus.ParseSubject(msg.Subject())
+	if subjErr == nil && subj.Grouped {
+		x.handleGroup(ctx, msg, subj)
+		return
+	}
+	exp, batchID, err := x.expand(ctx, subj, subjErr, msg.Data())
+	log := x.log.With(zap.String("batch_id", batchID), zap.Int64("company_id", subj.CompanyID))
 	var rej *RejectError
 	switch {
 	case errors.As(err, &rej):
 		x.reject(ctx, msg, rej.Reason, log)
 		return
 	case err != nil:
-		n := uint64(1)
-		if md, mdErr := msg.Metadata(); mdErr == nil {
-			n = md.NumDelivered
-		}
-		delay := min(time.Second<<min(n-1, 5), 30*time.Second)
-		log.Warn("expand batch; will retry", zap.Uint64("delivery", n), zap.Duration("delay", delay), zap.Error(err))
-		x.m.batches.WithLabelValues(lane, "retried").Inc()
-		_ = msg.NakWithDelay(delay)
+		x.retry(msg, err, log)
 		return
 	}
-	x.m.batches.WithLabelValues(lane, exp.Result).Inc()
-	if exp.Result == ResultFailed {
-		log.Warn("batch could not be expanded; its messages are failed", zap.Int("messages", exp.Messages))
-	}
+	x.expanded(exp, log)
 	if err := msg.DoubleAck(ctx); err != nil {
 		// The batch is committed; a redelivery finds its messages and acks.
 		log.Warn("ack batch", zap.Error(err))
 	}
+	x.wakeFor(exp)
+}
+
+// handleGroup expands each batch of a group (bus.GroupID) as handle does a
+// batch alone, a few at once, and acks the group once every batch is
+// recorded or set aside. When one fails transiently the whole group is
+// retried: a redelivery finds the recorded ones expanded (lockBatch) and
+// skips them, as it skips a batch whose id also came alone (an
+// Idempotency-Key retry).
+func (x *Dispatcher) handleGroup(ctx context.Context, msg jetstream.Msg, subj bus.Subject) {
+	log := x.log.With(zap.String("group", subj.Group.String()))
+	batches, err := bus.DecodeGroup(msg.Data())
+	if err != nil {
+		x.reject(ctx, msg, err.Error(), log)
+		return
+	}
+	type result struct {
+		exp     Expansion
+		batchID string
+		err     error
+	}
+	results := make([]result, len(batches))
+	sem := make(chan struct{}, x.cfg.ExpandWorkers)
+	var wg sync.WaitGroup
+	for i, data := range batches {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			r := &results[i]
+			r.exp, r.batchID, r.err = x.expand(ctx, subj, nil, data)
+		}()
+	}
+	wg.Wait()
+	var failed error
+	for i, r := range results {
+		blog := log.With(zap.String("batch_id", r.batchID))
+		var rej *RejectError
+		switch {
+		case errors.As(r.err, &rej):
+			if err := x.keepRejected(ctx, msg.Subject(), r.batchID, rej.Reason, batches[i], blog); err != nil {
+				failed = err
+			}
+		case r.err != nil:
+			blog.Warn("expand batch of a group", zap.Error(r.err))
+			failed = r.err
+		default:
+			x.expanded(r.exp, blog)
+		}
+	}
+	if failed != nil {
+		x.retry(msg, failed, log)
+		return
+	}
+	if err := msg.DoubleAck(ctx); err != nil {
+		log.Warn("ack batch group", zap.Error(err))
+	}
+	for _, r := range results {
+		x.wakeFor(r.exp)
+	}
+}
+
+// retry gives a stream message back, to come again after a backoff.
+func (x *Dispatcher) retry(msg jetstream.Msg, err error, log *zap.Logger) {
+	n := uint64(1)
+	if md, mdErr := msg.Metadata(); mdErr == nil {
+		n = md.NumDelivered
+	}
+	delay := min(time.Second<<min(n-1, 5), 30*time.Second)
+	log.Warn("expand batch; will retry", zap.Uint64("delivery", n), zap.Duration("delay", delay), zap.Error(err))
+	x.m.batches.WithLabelValues(string(x.lane), "retried").Inc()
+	_ = msg.NakWithDelay(delay)
+}
+
+// expanded counts an expanded batch.
+func (x *Dispatcher) expanded(exp Expansion, log *zap.Logger) {
+	x.m.batches.WithLabelValues(string(x.lane), exp.Result).Inc()
+	if exp.Result == ResultFailed {
+		log.Warn("batch could not be expanded; its messages are failed", zap.Int("messages", exp.Messages))
+	}
+}
+
+// wakeFor starts the sends of an expanded batch's accounts.
+func (x *Dispatcher) wakeFor(exp Expansion) {
 	if exp.Due {
 		x.eng.wake(exp.AccountID)
 		for _, id := range exp.MoreAccounts {
@@ -294,24 +374,16 @@ func (x *Dispatcher) handle(msg jetstream.Msg) {
 	}
 }
 
-// batchMessage is what every batch message of the SENDS stream says.
-type batchMessage interface {
-	proto.Message
-	GetBatchId() string
-	GetCompanyId() int64
-}
-
-// expand decodes one bus message as the batch its lane and subject say
-// (a message batch on the campaign lane's batch subjects, else the lane's
-// own) and expands it. company is the subject's.
-func (x *Dispatcher) expand(ctx context.Context, msg jetstream.Msg) (exp Expansion, batchID string, company int64, err error) {
-	subj, subjErr := bus.ParseSubject(msg.Subject())
-	company = subj.CompanyID
-	var b batchMessage
+// expand decodes one batch as its lane and subject say (a message batch on
+// the campaign lane's batch subjects, else the lane's own) and expands it.
+// subj is the subject it came on (a group's, or its own: subjErr is the
+// error of parsing that).
+func (x *Dispatcher) expand(ctx context.Context, subj bus.Subject, subjErr error, data []byte) (exp Expansion, batchID string, err error) {
+	var b bus.BatchMessage
 	var what string
 	var run func() (Expansion, error)
 	switch {
-	case x.lane == LaneCampaign && subj.Kind == "batch":
+	case x.lane == LaneCampaign && subj.Kind == bus.KindMessageBatches:
 		m := &sendsv1.MessageBatch{}
 		b, what, run = m, "message batch", func() (Expansion, error) { return x.exp.Messages(ctx, m) }
 	case x.lane == LaneCampaign:
@@ -321,38 +393,55 @@ func (x *Dispatcher) expand(ctx context.Context, msg jetstream.Msg) (exp Expansi
 		m := &sendsv1.AutomationBatch{}
 		b, what, run = m, "automation batch", func() (Expansion, error) { return x.exp.Automation(ctx, m) }
 	}
-	if uerr := proto.Unmarshal(msg.Data(), b); uerr != nil {
-		return Expansion{}, "", company, reject("undecodable %s: %v", what, uerr)
+	if uerr := proto.Unmarshal(data, b); uerr != nil {
+		return Expansion{}, "", reject("undecodable %s: %v", what, uerr)
 	}
 	batchID = b.GetBatchId()
 	if subjErr == nil && !publishedOnItsSubject(subj, b.GetCompanyId(), batchID) {
-		return Expansion{}, batchID, company, reject("batch %s of company %d published on %s", batchID, b.GetCompanyId(), msg.Subject())
+		if subj.Grouped {
+			return Expansion{}, batchID, reject("batch %s is not of group %s", batchID, subj.Group)
+		}
+		return Expansion{}, batchID, reject("batch %s of company %d published on company %d's subject (batch %q)", batchID, b.GetCompanyId(), subj.CompanyID, subj.BatchID)
 	}
 	exp, err = run()
-	return exp, batchID, company, err
+	return exp, batchID, err
 }
 
 // publishedOnItsSubject reports whether a batch came on its company's subject
-// and, when the subject names a batch, on its own.
+// and, when the subject names a batch, on its own; a group's batches are
+// of any company, and their ids name the group (bus.GroupOf).
 func publishedOnItsSubject(s bus.Subject, companyID int64, batchID string) bool {
+	if s.Grouped {
+		g, _, ok := bus.GroupOf(batchID)
+		return ok && g == s.Group
+	}
 	return s.CompanyID == companyID && (s.BatchID == "" || s.BatchID == batchID)
 }
 
-// reject terminates a batch that can never be expanded, after keeping it
-// in rejected_bus_messages; if even that fails it is retried later.
+// reject terminates a stream message that can never be expanded, after
+// keeping it in rejected_bus_messages; if even that fails it is retried
+// later.
 func (x *Dispatcher) reject(ctx context.Context, msg jetstream.Msg, reason string, log *zap.Logger) {
-	if err := store.KeepRejected(ctx, x.d.Pool, store.RejectedMessage{
-		Subject: msg.Subject(), MsgID: msg.Headers().Get("Nats-Msg-Id"), Reason: reason,
-		Payload: msg.Data(), RejectedAt: x.d.Clock(),
-	}); err != nil {
-		log.Warn("keep rejected batch; will retry", zap.Error(err))
+	if err := x.keepRejected(ctx, msg.Subject(), msg.Headers().Get("Nats-Msg-Id"), reason, msg.Data(), log); err != nil {
 		x.m.batches.WithLabelValues(string(x.lane), "retried").Inc()
 		_ = msg.NakWithDelay(5 * time.Second)
 		return
 	}
+	_ = msg.Term()
+}
+
+// keepRejected keeps a batch that can never be expanded in
+// rejected_bus_messages, under msgID (a group's batch: its batch id).
+func (x *Dispatcher) keepRejected(ctx context.Context, subject, msgID, reason string, payload []byte, log *zap.Logger) error {
+	if err := store.KeepRejected(ctx, x.d.Pool, store.RejectedMessage{
+		Subject: subject, MsgID: msgID, Reason: reason, Payload: payload, RejectedAt: x.d.Clock(),
+	}); err != nil {
+		log.Warn("keep rejected batch; will retry", zap.Error(err))
+		return err
+	}
 	log.Error("batch rejected", zap.String("reason", reason))
 	x.m.batches.WithLabelValues(string(x.lane), "rejected").Inc()
-	_ = msg.Term()
+	return nil
 }
 
 // keepAlive tells JetStream the batch is still being worked on, so that a

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/contacts"
@@ -231,9 +229,7 @@ func TestCampaignToSegment(t *testing.T) {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
 	var b sendsv1.CampaignBatch
-	if err := proto.Unmarshal(g.lastBatch(g.busCfg.CampaignSubject(co.company.ID)).Data, &b); err != nil {
-		t.Fatal(err)
-	}
+	g.sentBatch(co.company.ID, r, &b)
 	if b.SegmentId != id || len(b.Phones) != 0 || b.CampaignId != co.campaign.ID || !b.IsForced || b.BatchId != r.json(t)["batch_id"] {
 		t.Fatalf("published %v", &b)
 	}
@@ -268,12 +264,9 @@ func TestBatchSend(t *testing.T) {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
 	var b sendsv1.MessageBatch
-	raw := g.lastBatch(g.busCfg.BatchSubject(co.company.ID))
-	if err := proto.Unmarshal(raw.Data, &b); err != nil {
-		t.Fatal(err)
-	}
+	g.sentBatch(co.company.ID, r, &b)
 	m := b.Messages
-	if b.BatchId != r.json(t)["batch_id"] || raw.Header.Get("Nats-Msg-Id") != b.BatchId || b.Source != "api:batch_send" || b.IsForced ||
+	if b.BatchId != r.json(t)["batch_id"] || b.Source != "api:batch_send" || b.IsForced ||
 		b.ScheduledAt == nil || len(m) != 2 || m[0].Phone != "+393330000001" || m[0].GetFirstName() != "Ana" ||
 		m[0].Variables["order_id"] != "A-1" || m[0].ImageUrl != "https://cdn.example/a.png" || m[0].CampaignId != co.campaign.ID ||
 		m[1].TemplateId != co.template.ID || m[1].MessagingAccountId != co.account.ID || m[1].CampaignId != 0 || m[1].Url != "https://x.example/1" ||
@@ -355,9 +348,7 @@ func TestConnectorSend(t *testing.T) {
 			t.Fatalf("%d %s", r.status, r.body)
 		}
 		var b sendsv1.AutomationBatch
-		if err := proto.Unmarshal(g.lastBatch(g.busCfg.AutomationSubject(co2.company.ID)).Data, &b); err != nil {
-			t.Fatal(err)
-		}
+		g.sentBatch(co2.company.ID, r, &b)
 		if b.AutomationId != co2.automation.ID || b.Source != "connector:shopify" || len(b.Contacts) != 2 || b.Contacts[0].GetLastName() != "" || b.Url != "https://shop.example/o/1" {
 			t.Fatalf("published %v", &b)
 		}
@@ -372,9 +363,7 @@ func TestConnectorSend(t *testing.T) {
 			t.Fatalf("%d %s", r.status, r.body)
 		}
 		var b sendsv1.MessageBatch
-		if err := proto.Unmarshal(g.lastBatch(g.busCfg.BatchSubject(co.company.ID)).Data, &b); err != nil {
-			t.Fatal(err)
-		}
+		g.sentBatch(co.company.ID, r, &b)
 		m := b.Messages
 		if b.Source != "connector:klaviyo" || b.IsForced || len(m) != 2 || m[0].CampaignId != co.campaign.ID ||
 			m[0].GetFirstName() != "Ana" || m[0].GetLastName() != "" || // the repeat's last name is dropped with it m[0].Url != "https://shop.example/o/1" ||

@@ -81,7 +81,8 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	}
 	closers = append(closers, func() { _ = nc.Drain() })
 
-	pub, err := handoff.New(nc, cfg.PublishMaxPending, cfg.PublishTimeout)
+	pub, err := handoff.New(nc, cfg.NATS, handoff.Options{MaxPending: cfg.PublishMaxPending, Timeout: cfg.PublishTimeout,
+		GroupsInFlight: cfg.GroupsInFlight, GroupMaxBatches: cfg.GroupMaxBatches})
 	if err != nil {
 		return fail(err)
 	}
@@ -93,6 +94,9 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	}
 
 	probe := ops.NewProbe(store.Check(pool), ratelimit.Check(rdb), bus.Check(nc))
+	if err := probe.Registry().Register(pub.Collector()); err != nil {
+		return fail(err)
+	}
 	limiter, err := ratelimit.New(rdb, cfg.Redis, log, probe.Registry())
 	if err != nil {
 		return fail(err)
@@ -130,7 +134,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	}, httpapi.Deps{
 		Auth:        authn,
 		Limiter:     limiter,
-		Sends:       sends.New(cat, segs, pub, cfg.NATS, now),
+		Sends:       sends.New(cat, segs, pub, now),
 		Idempotency: idem,
 		Batches:     records,
 		Control:     records,

@@ -28,42 +28,30 @@ func (g *gw) getBatch(key, id string) map[string]any {
 	return r.json(g.t)
 }
 
-// expandLast expands the batch waiting on subject as a dispatcher does (the
-// same expander, on the same database), leaving its stream copy in place.
-func (g *gw) expandLast(x *delivery.Expander, subject string) {
+// expandBatch expands a batch waiting in the stream (in its group or
+// alone) as a dispatcher does (the same expander, on the same database),
+// leaving its stream copy in place.
+func (g *gw) expandBatch(x *delivery.Expander, companyID int64, batchID string) {
 	g.t.Helper()
 	ctx := context.Background()
 	s, err := g.js.Stream(ctx, g.busCfg.Stream)
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	raw, err := s.GetLastMsgForSubject(ctx, subject)
+	b, _, err := g.busCfg.FindBatch(ctx, s, companyID, batchID)
 	if err != nil {
-		g.t.Fatalf("no batch on %s: %v", subject, err)
+		g.t.Fatalf("batch %s not in the stream: %v", batchID, err)
 	}
-	subj, err := bus.ParseSubject(raw.Subject)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	switch subj.Kind {
-	case "campaign":
-		var m sendsv1.CampaignBatch
-		if err = proto.Unmarshal(raw.Data, &m); err == nil {
-			_, err = x.Campaign(ctx, &m)
-		}
-	case "automation":
-		var m sendsv1.AutomationBatch
-		if err = proto.Unmarshal(raw.Data, &m); err == nil {
-			_, err = x.Automation(ctx, &m)
-		}
-	default:
-		var m sendsv1.MessageBatch
-		if err = proto.Unmarshal(raw.Data, &m); err == nil {
-			_, err = x.Messages(ctx, &m)
-		}
+	switch m := b.(type) {
+	case *sendsv1.CampaignBatch:
+		_, err = x.Campaign(ctx, m)
+	case *sendsv1.AutomationBatch:
+		_, err = x.Automation(ctx, m)
+	case *sendsv1.MessageBatch:
+		_, err = x.Messages(ctx, m)
 	}
 	if err != nil {
-		g.t.Fatalf("expand %s: %v", raw.Subject, err)
+		g.t.Fatalf("expand %s: %v", batchID, err)
 	}
 }
 
@@ -183,7 +171,7 @@ func TestPendingAndRecordedBatchesAgree(t *testing.T) {
 		if pending["status"] != "accepted" || pending["kind"] != c.kind || pending["source"] != c.source || pending["contacts"] != float64(c.contacts) {
 			t.Fatalf("%s in the stream: %v, want kind %s, source %s, contacts %d", c.subject, pending, c.kind, c.source, c.contacts)
 		}
-		g.expandLast(x, c.subject)
+		g.expandBatch(x, c.co.company.ID, c.batchID)
 		recorded := g.getBatch(c.co.key, c.batchID)
 		if recorded["status"] == "accepted" {
 			t.Fatalf("%s was not recorded: %v", c.subject, recorded)

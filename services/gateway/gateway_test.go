@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/parleyhq/parley/pkg/apikey"
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
@@ -297,12 +295,9 @@ func TestCampaignSend(t *testing.T) {
 	if m["status"] != "accepted" || m["contacts"] != float64(2) || len(m["batch_id"].(string)) != 36 {
 		t.Fatalf("202 body %s", r.body)
 	}
-	raw := g.lastBatch(g.busCfg.CampaignSubject(co.company.ID))
 	var b sendsv1.CampaignBatch
-	if err := proto.Unmarshal(raw.Data, &b); err != nil {
-		t.Fatal(err)
-	}
-	if b.BatchId != m["batch_id"] || raw.Header.Get("Nats-Msg-Id") != b.BatchId || b.CampaignId != co.campaign.ID || b.CompanyId != co.company.ID ||
+	g.sentBatch(co.company.ID, r, &b)
+	if b.BatchId != m["batch_id"] || b.CampaignId != co.campaign.ID || b.CompanyId != co.company.ID ||
 		strings.Join(b.Phones, ",") != "+393331234567,+14155550100" || b.IsForced ||
 		!b.ScheduledAt.AsTime().Equal(time.Date(2999, 1, 2, 1, 4, 5, 0, time.UTC)) {
 		t.Fatalf("published %v", &b)
@@ -318,9 +313,7 @@ func TestCampaignSend(t *testing.T) {
 	if r.status != 202 {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
-	if err := proto.Unmarshal(g.lastBatch(g.busCfg.CampaignSubject(co.company.ID)).Data, &b); err != nil {
-		t.Fatal(err)
-	}
+	g.sentBatch(co.company.ID, r, &b)
 	if b.ScheduledAt != nil || !b.IsForced {
 		t.Fatalf("past schedule kept or is_forced lost: %v", &b)
 	}
@@ -356,9 +349,7 @@ func TestAutomationTrigger(t *testing.T) {
 		t.Fatalf("60 contacts: %d %s", r.status, r.body)
 	}
 	var b sendsv1.AutomationBatch
-	if err := proto.Unmarshal(g.lastBatch(g.busCfg.AutomationSubject(co.company.ID)).Data, &b); err != nil {
-		t.Fatal(err)
-	}
+	g.sentBatch(co.company.ID, r, &b)
 	if len(b.Contacts) != 50 || b.Contacts[0].Phone != "+393330000000" || b.Contacts[49].GetFirstName() != "N49" ||
 		b.Contacts[3].Variables["order_id"] != "o3" || b.ImageUrl != "https://cdn.example/a.png" || b.Url2 != "https://x.example/t" || b.Url != "" {
 		t.Fatalf("published %v", &b)

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/parleyhq/parley/pkg/apikey"
 	"github.com/parleyhq/parley/pkg/bus"
@@ -115,7 +116,7 @@ func (g *gw) config(addr string) config.Config {
 	return config.Config{
 		Addr: addr, MaxBodyBytes: 1 << 20, AccessLog: true,
 		CacheTTL: time.Hour, CacheStaleIfError: time.Minute, // broadcasts, not the TTL, must do the work here
-		PublishTimeout: 2 * time.Second, PublishMaxPending: 256, IdempotencyRetention: 24 * time.Hour,
+		PublishTimeout: 2 * time.Second, PublishMaxPending: 256, GroupsInFlight: 2, GroupMaxBatches: 512, IdempotencyRetention: 24 * time.Hour,
 		WebhookAppSecret: testAppSecret, WebhookVerifyToken: testVerifyToken, GCPercent: 100,
 		Log:      ops.LogConfig{Level: "debug", Format: "console"},
 		Postgres: store.Config{URL: g.dbURL, MaxConns: 5},
@@ -259,19 +260,24 @@ func (g *gw) streamCount() uint64 {
 	return info.State.Msgs
 }
 
-// lastBatch returns the raw last batch published below a company's subject
-// (each batch has a subject of its own: <company subject>.<batch id>).
-func (g *gw) lastBatch(subject string) *jetstream.RawStreamMsg {
+// sentBatch reads the batch a 202 answered from the stream, where its id
+// says (its group, or its own subject: bus.Config.FindBatch), into m.
+func (g *gw) sentBatch(companyID int64, r response, m proto.Message) {
 	g.t.Helper()
+	id, _ := r.json(g.t)["batch_id"].(string)
 	s, err := g.js.Stream(context.Background(), g.busCfg.Stream)
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	m, err := s.GetLastMsgForSubject(context.Background(), subject+".*")
+	b, _, err := g.busCfg.FindBatch(context.Background(), s, companyID, id)
 	if err != nil {
-		g.t.Fatalf("no batch on %s: %v", subject, err)
+		g.t.Fatalf("batch %q of company %d not in the stream: %v", id, companyID, err)
 	}
-	return m
+	if b.ProtoReflect().Descriptor() != m.ProtoReflect().Descriptor() {
+		g.t.Fatalf("batch %s is a %s, not a %s", id, b.ProtoReflect().Descriptor().Name(), m.ProtoReflect().Descriptor().Name())
+	}
+	proto.Reset(m)
+	proto.Merge(m, b)
 }
 
 func redisClient(t *testing.T, g *gw) redis.UniversalClient {

@@ -27,10 +27,13 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// CampaignBatch is published on sends.campaign.<company_id>.<batch_id>.
+// CampaignBatch is published on sends.campaign.<company_id>.<batch_id>, or in
+// a BatchGroup.
 type CampaignBatch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// UUIDv7, also the Nats-Msg-Id of the publish.
+	// UUIDv7; the Nats-Msg-Id of a batch published alone. In a BatchGroup the
+	// gateway may leave it out of the encoded batch and append it after (a
+	// field may come anywhere in a protobuf encoding).
 	BatchId    string `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
 	CompanyId  int64  `protobuf:"varint,2,opt,name=company_id,json=companyId,proto3" json:"company_id,omitempty"`
 	CampaignId int64  `protobuf:"varint,3,opt,name=campaign_id,json=campaignId,proto3" json:"campaign_id,omitempty"`
@@ -162,7 +165,8 @@ func (x *CampaignBatch) GetSegmentSize() int32 {
 	return 0
 }
 
-// AutomationBatch is published on sends.automation.<company_id>.<batch_id>.
+// AutomationBatch is published on sends.automation.<company_id>.<batch_id>,
+// or in a BatchGroup.
 type AutomationBatch struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	BatchId      string                 `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
@@ -380,14 +384,17 @@ func (x *AutomationContact) GetVariables() map[string]string {
 	return nil
 }
 
-// MessageBatch is published on sends.batch.<company_id>.<batch_id> by POST
-// /api/batch/send, and by a connector send whose target is a campaign. Each
-// message names its own campaign (or template and messaging account) and
-// carries its own personalisation. The campaign dispatcher sends them under
-// campaign rules: opt-out and delivery hours apply unless is_forced.
+// MessageBatch is published on sends.batch.<company_id>.<batch_id> (or in a
+// BatchGroup) by POST /api/batch/send, and by a connector send whose target
+// is a campaign. Each message names its own campaign (or template and
+// messaging account) and carries its own personalisation. The campaign
+// dispatcher sends them under campaign rules: opt-out and delivery hours
+// apply unless is_forced.
 type MessageBatch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// UUIDv7, also the Nats-Msg-Id of the publish.
+	// UUIDv7; the Nats-Msg-Id of a batch published alone. In a BatchGroup the
+	// gateway may leave it out of the encoded batch and append it after (a
+	// field may come anywhere in a protobuf encoding).
 	BatchId   string `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
 	CompanyId int64  `protobuf:"varint,2,opt,name=company_id,json=companyId,proto3" json:"company_id,omitempty"`
 	// In request order, one per number: the first entry of each.
@@ -621,6 +628,58 @@ func (x *BatchMessage) GetUrl2() string {
 	return ""
 }
 
+// BatchGroup is many batches of one kind committed in one stream message
+// (the gateway's group commit): published on
+// sends.<campaign|automation|batch>.g.<group_id>, with the group id as its
+// Nats-Msg-Id. Each element is one encoded batch of the subject's kind
+// (CampaignBatch, AutomationBatch or MessageBatch), of any company; the
+// batch id of element i is the group id followed by i (pkg/bus GroupID).
+// A dispatcher expands each batch of the group as it would the batch alone,
+// and acks the group once all of them are recorded.
+type BatchGroup struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Batches       [][]byte               `protobuf:"bytes,1,rep,name=batches,proto3" json:"batches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchGroup) Reset() {
+	*x = BatchGroup{}
+	mi := &file_parley_sends_v1_sends_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchGroup) ProtoMessage() {}
+
+func (x *BatchGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_sends_v1_sends_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchGroup.ProtoReflect.Descriptor instead.
+func (*BatchGroup) Descriptor() ([]byte, []int) {
+	return file_parley_sends_v1_sends_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *BatchGroup) GetBatches() [][]byte {
+	if x != nil {
+		return x.Batches
+	}
+	return nil
+}
+
 var File_parley_sends_v1_sends_proto protoreflect.FileDescriptor
 
 const file_parley_sends_v1_sends_proto_rawDesc = "" +
@@ -704,7 +763,10 @@ const file_parley_sends_v1_sends_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\r\n" +
 	"\v_first_nameB\f\n" +
 	"\n" +
-	"_last_nameB4Z2github.com/parleyhq/parley/pkg/bus/sendsv1;sendsv1b\x06proto3"
+	"_last_name\"&\n" +
+	"\n" +
+	"BatchGroup\x12\x18\n" +
+	"\abatches\x18\x01 \x03(\fR\abatchesB4Z2github.com/parleyhq/parley/pkg/bus/sendsv1;sendsv1b\x06proto3"
 
 var (
 	file_parley_sends_v1_sends_proto_rawDescOnce sync.Once
@@ -718,27 +780,28 @@ func file_parley_sends_v1_sends_proto_rawDescGZIP() []byte {
 	return file_parley_sends_v1_sends_proto_rawDescData
 }
 
-var file_parley_sends_v1_sends_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_parley_sends_v1_sends_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_parley_sends_v1_sends_proto_goTypes = []any{
 	(*CampaignBatch)(nil),         // 0: parley.sends.v1.CampaignBatch
 	(*AutomationBatch)(nil),       // 1: parley.sends.v1.AutomationBatch
 	(*AutomationContact)(nil),     // 2: parley.sends.v1.AutomationContact
 	(*MessageBatch)(nil),          // 3: parley.sends.v1.MessageBatch
 	(*BatchMessage)(nil),          // 4: parley.sends.v1.BatchMessage
-	nil,                           // 5: parley.sends.v1.AutomationContact.VariablesEntry
-	nil,                           // 6: parley.sends.v1.BatchMessage.VariablesEntry
-	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(*BatchGroup)(nil),            // 5: parley.sends.v1.BatchGroup
+	nil,                           // 6: parley.sends.v1.AutomationContact.VariablesEntry
+	nil,                           // 7: parley.sends.v1.BatchMessage.VariablesEntry
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
 }
 var file_parley_sends_v1_sends_proto_depIdxs = []int32{
-	7, // 0: parley.sends.v1.CampaignBatch.scheduled_at:type_name -> google.protobuf.Timestamp
-	7, // 1: parley.sends.v1.CampaignBatch.accepted_at:type_name -> google.protobuf.Timestamp
+	8, // 0: parley.sends.v1.CampaignBatch.scheduled_at:type_name -> google.protobuf.Timestamp
+	8, // 1: parley.sends.v1.CampaignBatch.accepted_at:type_name -> google.protobuf.Timestamp
 	2, // 2: parley.sends.v1.AutomationBatch.contacts:type_name -> parley.sends.v1.AutomationContact
-	7, // 3: parley.sends.v1.AutomationBatch.accepted_at:type_name -> google.protobuf.Timestamp
-	5, // 4: parley.sends.v1.AutomationContact.variables:type_name -> parley.sends.v1.AutomationContact.VariablesEntry
+	8, // 3: parley.sends.v1.AutomationBatch.accepted_at:type_name -> google.protobuf.Timestamp
+	6, // 4: parley.sends.v1.AutomationContact.variables:type_name -> parley.sends.v1.AutomationContact.VariablesEntry
 	4, // 5: parley.sends.v1.MessageBatch.messages:type_name -> parley.sends.v1.BatchMessage
-	7, // 6: parley.sends.v1.MessageBatch.scheduled_at:type_name -> google.protobuf.Timestamp
-	7, // 7: parley.sends.v1.MessageBatch.accepted_at:type_name -> google.protobuf.Timestamp
-	6, // 8: parley.sends.v1.BatchMessage.variables:type_name -> parley.sends.v1.BatchMessage.VariablesEntry
+	8, // 6: parley.sends.v1.MessageBatch.scheduled_at:type_name -> google.protobuf.Timestamp
+	8, // 7: parley.sends.v1.MessageBatch.accepted_at:type_name -> google.protobuf.Timestamp
+	7, // 8: parley.sends.v1.BatchMessage.variables:type_name -> parley.sends.v1.BatchMessage.VariablesEntry
 	9, // [9:9] is the sub-list for method output_type
 	9, // [9:9] is the sub-list for method input_type
 	9, // [9:9] is the sub-list for extension type_name
@@ -759,7 +822,7 @@ func file_parley_sends_v1_sends_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_parley_sends_v1_sends_proto_rawDesc), len(file_parley_sends_v1_sends_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

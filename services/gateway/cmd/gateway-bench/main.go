@@ -1,12 +1,15 @@
 // gateway-bench measures the gateway on loopback.
 //
 // Without a subcommand (make bench-gateway) it measures POST
-// /api/campaigns/send: it provisions companies with keys in a scratch
-// database, then alternates the floor (a bare Gin handler doing one
-// redis_rate Allow and one synchronous JetStream publish) and the real
-// gateway binary at 10 contacts per request over rounds, runs the gateway
-// at 1000 contacts, and prints the figures, the CPU per request and the
-// median ratio.
+// /api/campaigns/send on private servers as production runs them (the
+// pinned nats-server with sync_interval always; -shared: the shared local
+// servers): it provisions companies with keys in a scratch database, then
+// alternates the floor (a bare Gin handler doing one redis_rate Allow and
+// one synchronous JetStream publish), the gateway with its group commit off
+// and the gateway, at 10 contacts per request over rounds, then one
+// connection each, then the gateway at 1000 contacts; it prints the
+// figures, the CPU per request by process, the batches per stream message
+// and the median ratio, and fails when a target of issue 14 is missed.
 //
 // "gateway-bench revoke" (make bench-revoke) measures revoke-to-401: three
 // gateway processes under load from many companies' keys, an admin process
@@ -82,6 +85,9 @@ func throughput(ctx context.Context, args []string) error {
 	fs.IntVar(&o.Rounds, "rounds", 3, "alternating floor and gateway runs at 10 contacts (the median ratio is reported)")
 	fs.StringVar(&o.GatewayBinary, "gateway", "", "gateway binary (default: built from this module)")
 	fs.DurationVar(&o.RedisTimeout, "redis-timeout", time.Second, "the gateway's PARLEY_REDIS_TIMEOUT: every limit decision must be Redis's (a fallback fails the run); 50ms is production's")
+	fs.StringVar(&o.NATSServer, "nats-server", "", "the nats-server binary of the private servers (make passes bin/nats-server-<version>)")
+	fs.IntVar(&o.PortBase, "port-base", 8520, "the private servers listen on port-base+1 (NATS), +2 (its monitoring), +3 (Redis), +4 (PostgreSQL)")
+	fs.BoolVar(&o.Shared, "shared", false, "run on the shared local servers (their NATS's own sync_interval) instead of private ones with sync_interval always")
 	_ = fs.Parse(args)
 	return loadtest.Bench(ctx, o, os.Stdout)
 }

@@ -4,6 +4,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/parleyhq/parley/pkg/bus"
@@ -33,6 +34,14 @@ type Config struct {
 	PublishTimeout time.Duration `env:"PARLEY_GATEWAY_PUBLISH_TIMEOUT" envDefault:"2s"`
 	// PublishMaxPending caps unacknowledged asynchronous publishes.
 	PublishMaxPending int `env:"PARLEY_GATEWAY_PUBLISH_MAX_PENDING" envDefault:"4096"`
+	// GroupsInFlight is how many stream messages of one kind of batch may
+	// await their acknowledgement at once; batches accepted meanwhile go
+	// together in the next (the group commit, package handoff). 1 makes the
+	// largest groups; a lone request never waits for a group.
+	GroupsInFlight int `env:"PARLEY_GATEWAY_GROUPS_IN_FLIGHT" envDefault:"2"`
+	// GroupMaxBatches caps the batches of one stream message (it is also
+	// capped by the server's max_payload).
+	GroupMaxBatches int `env:"PARLEY_GATEWAY_GROUP_MAX_BATCHES" envDefault:"512"`
 	// IdempotencyRetention is how long an Idempotency-Key replays its 202.
 	IdempotencyRetention time.Duration `env:"PARLEY_GATEWAY_IDEMPOTENCY_RETENTION" envDefault:"24h"`
 
@@ -79,6 +88,12 @@ func (c Config) Validate() error {
 	}
 	if c.PublishMaxPending < 1 {
 		errs = append(errs, errors.New("PARLEY_GATEWAY_PUBLISH_MAX_PENDING must be at least 1"))
+	}
+	if c.GroupsInFlight < 1 {
+		errs = append(errs, errors.New("PARLEY_GATEWAY_GROUPS_IN_FLIGHT must be at least 1"))
+	}
+	if c.GroupMaxBatches < 1 || c.GroupMaxBatches > bus.MaxGroup {
+		errs = append(errs, fmt.Errorf("PARLEY_GATEWAY_GROUP_MAX_BATCHES must be 1 to %d", bus.MaxGroup))
 	}
 	if c.GCPercent < -1 || c.GCPercent == 0 {
 		errs = append(errs, errors.New("PARLEY_GATEWAY_GC_PERCENT must be positive (or -1)"))

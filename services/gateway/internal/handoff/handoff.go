@@ -1,69 +1,139 @@
 // Package handoff puts accepted batches on the SENDS stream. A batch counts as
-// accepted only once JetStream has acknowledged it; the publish is
-// asynchronous so that many requests share the connection's round trips, and
-// each request waits for its own acknowledgement.
+// accepted only once JetStream has acknowledged it.
+//
+// A new batch is committed in a group (bus.GroupID): the batches of one kind
+// that requests hand over while an earlier group of that kind is being
+// stored go together in the next stream message, and each request is
+// answered when the group it is in is acknowledged. Nothing waits for a
+// group to fill: with no group in flight a batch is published at once, on
+// its own, so a lone request pays no window; under load a group holds what
+// arrived during one store, so its size follows the load. Each stream
+// message, and with sync_interval always each flush to disk, then serves a
+// whole group. A batch whose id is already known (an Idempotency-Key retry
+// of a hand-off that ended in doubt) is published alone, on its own subject,
+// under its id.
 package handoff
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/parleyhq/parley/pkg/bus"
 )
 
 // ErrUnavailable means the stream did not acknowledge the batch: NATS is
 // unreachable, or the acknowledgement did not come in time. In the second
-// case the batch may still have been stored; publishing it again with the
-// same id is harmless (JetStream drops duplicates of a Nats-Msg-Id).
+// case the batch may still have been stored; publishing it again under the
+// same id is harmless: JetStream drops a duplicate published alone, and a
+// dispatcher expands a batch id once however many messages carry it.
 var ErrUnavailable = errors.New("message stream unavailable")
+
+// Options shape a Publisher.
+type Options struct {
+	// MaxPending caps unacknowledged asynchronous publishes.
+	MaxPending int
+	// Timeout bounds the wait for a publish's acknowledgement.
+	Timeout time.Duration
+	// GroupsInFlight is how many groups of one kind may be awaiting their
+	// acknowledgement at once; batches handed over meanwhile wait for the
+	// next group. 1 makes the largest groups.
+	GroupsInFlight int
+	// GroupMaxBatches caps the batches of one group (at most bus.MaxGroup).
+	GroupMaxBatches int
+}
 
 // Publisher publishes batches and waits for their acks.
 type Publisher struct {
-	js      jetstream.JetStream
-	nc      *nats.Conn
-	timeout time.Duration
+	js  jetstream.JetStream
+	nc  *nats.Conn
+	cfg bus.Config
+	o   Options
+
+	groups map[string]*committer
+	sizes  prometheus.Histogram
 }
 
-// New returns a publisher whose acks are awaited at most timeout.
-func New(nc *nats.Conn, maxPending int, timeout time.Duration) (*Publisher, error) {
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(maxPending))
+// New returns a publisher on cfg's subjects.
+func New(nc *nats.Conn, cfg bus.Config, o Options) (*Publisher, error) {
+	if o.GroupsInFlight < 1 || o.GroupMaxBatches < 1 || o.GroupMaxBatches > bus.MaxGroup || o.Timeout <= 0 {
+		return nil, fmt.Errorf("handoff options %+v", o)
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(o.MaxPending))
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	return &Publisher{js: js, nc: nc, timeout: timeout}, nil
+	p := &Publisher{js: js, nc: nc, cfg: cfg, o: o, groups: map[string]*committer{},
+		sizes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "parley_gateway_group_batches",
+			Help:    "Batches committed per stream message (the gateway's group commit).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+		})}
+	for _, kind := range bus.SubjectKinds {
+		p.groups[kind] = &committer{p: p, kind: kind}
+	}
+	return p, nil
 }
+
+// Collector is the publisher's metric: parley_gateway_group_batches, the
+// batches per stream message.
+func (p *Publisher) Collector() prometheus.Collector { return p.sizes }
 
 // JetStream is the context the publisher uses (for stream setup).
 func (p *Publisher) JetStream() jetstream.JetStream { return p.js }
 
-// Publish sends a batch under its id and returns once the stream has it.
-func (p *Publisher) Publish(ctx context.Context, subject, batchID string, m proto.Message) error {
+// Publish puts a company's batch of a subject kind (bus.KindCampaignBatches
+// and so on) on the stream and returns its id once the stream has it. With
+// batchID empty the batch is committed in a group, which gives it its id; m
+// must not set one. Otherwise m carries batchID and is published alone. The
+// id is returned with ErrUnavailable too when the batch may be in the
+// stream (the acknowledgement did not come), so that a retry can reuse it.
+func (p *Publisher) Publish(ctx context.Context, kind string, companyID int64, batchID string, m bus.BatchMessage) (string, error) {
+	c := p.groups[kind]
+	if c == nil {
+		return "", fmt.Errorf("publish: no batch kind %q", kind)
+	}
 	data, err := proto.Marshal(m)
 	if err != nil {
-		return fmt.Errorf("encode batch %s: %w", batchID, err)
+		return "", fmt.Errorf("encode batch: %w", err)
 	}
 	if !p.nc.IsConnected() {
-		return fmt.Errorf("%w: %s", ErrUnavailable, p.nc.Status())
+		return "", fmt.Errorf("%w: %s", ErrUnavailable, p.nc.Status())
 	}
+	if batchID != "" {
+		subject := bus.ForBatch(p.cfg.KindSubject(kind)+"."+strconv.FormatInt(companyID, 10), batchID)
+		// Stored already (the doubtful hand-off was, after all): JetStream
+		// acknowledges the duplicate, and that is the answer.
+		_, err := p.publish(ctx, subject, batchID, data)
+		return batchID, err
+	}
+	return c.commit(ctx, data)
+}
+
+// publish sends one stream message under msgID and waits for its ack.
+func (p *Publisher) publish(ctx context.Context, subject, msgID string, data []byte) (*jetstream.PubAck, error) {
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
-	fut, err := p.js.PublishMsgAsync(msg, jetstream.WithMsgID(batchID))
+	fut, err := p.js.PublishMsgAsync(msg, jetstream.WithMsgID(msgID))
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	t := time.NewTimer(p.timeout)
+	t := time.NewTimer(p.o.Timeout)
 	defer t.Stop()
 	select {
-	case <-fut.Ok():
-		return nil
+	case ack := <-fut.Ok():
+		return ack, nil
 	case err := <-fut.Err():
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	case <-t.C:
-		return fmt.Errorf("%w: no acknowledgement within %s", ErrUnavailable, p.timeout)
+		return nil, fmt.Errorf("%w: no acknowledgement within %s", ErrUnavailable, p.o.Timeout)
 	case <-ctx.Done():
-		return fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
 	}
 }

@@ -3,10 +3,12 @@ package handoff_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/parleyhq/parley/pkg/bus"
@@ -15,8 +17,16 @@ import (
 	"github.com/parleyhq/parley/testkit/bustest"
 )
 
-func TestPublishWaitsForTheAckAndDeduplicates(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+type env struct {
+	srv    *bustest.Server
+	cfg    bus.Config
+	p      *handoff.Publisher
+	stream jetstream.Stream
+}
+
+func newEnv(t *testing.T, inFlight int) *env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	srv := bustest.NewServer(t)
 	cfg := bustest.Config(srv.URL())
@@ -24,8 +34,8 @@ func TestPublishWaitsForTheAckAndDeduplicates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
-	p, err := handoff.New(nc, 256, 2*time.Second)
+	t.Cleanup(nc.Close)
+	p, err := handoff.New(nc, cfg, handoff.Options{MaxPending: 4096, Timeout: 2 * time.Second, GroupsInFlight: inFlight, GroupMaxBatches: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,20 +43,35 @@ func TestPublishWaitsForTheAckAndDeduplicates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &sendsv1.CampaignBatch{BatchId: "b1", CompanyId: 7, CampaignId: 3, Phones: []string{"+393331234567"}}
-	for range 2 { // the same batch id twice is stored once
-		if err := p.Publish(ctx, cfg.CampaignSubject(7), "b1", m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	info, err := stream.Info(ctx)
+	return &env{srv: srv, cfg: cfg, p: p, stream: stream}
+}
+
+func (e *env) msgs(t *testing.T) uint64 {
+	t.Helper()
+	info, err := e.stream.Info(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.State.Msgs != 1 {
-		t.Fatalf("stream holds %d messages, want 1", info.State.Msgs)
+	return info.State.Msgs
+}
+
+// A batch whose id is known (a retry of a doubtful hand-off) is published
+// alone under it, and the same id twice is stored once.
+func TestPublishAloneWaitsForTheAckAndDeduplicates(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	e := newEnv(t, 2)
+	m := &sendsv1.CampaignBatch{BatchId: "b1", CompanyId: 7, CampaignId: 3, Phones: []string{"+393331234567"}}
+	for range 2 {
+		id, err := e.p.Publish(ctx, bus.KindCampaignBatches, 7, "b1", m)
+		if err != nil || id != "b1" {
+			t.Fatalf("publish = %q, %v", id, err)
+		}
 	}
-	raw, err := stream.GetLastMsgForSubject(ctx, cfg.CampaignSubject(7))
+	if n := e.msgs(t); n != 1 {
+		t.Fatalf("stream holds %d messages, want 1", n)
+	}
+	raw, err := e.stream.GetLastMsgForSubject(ctx, bus.ForBatch(e.cfg.CampaignSubject(7), "b1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,15 +80,143 @@ func TestPublishWaitsForTheAckAndDeduplicates(t *testing.T) {
 		t.Fatalf("stored %v (msg id %q), %v", &got, raw.Header.Get("Nats-Msg-Id"), err)
 	}
 
-	// NATS away: the publish fails at once instead of waiting in a buffer.
-	srv.Stop()
+	// NATS away: the publish fails at once instead of waiting in a buffer,
+	// and a new batch gets no id (it cannot be in the stream).
+	e.srv.Stop()
 	start := time.Now()
-	err = p.Publish(ctx, cfg.CampaignSubject(7), "b2", m)
+	_, err = e.p.Publish(ctx, bus.KindCampaignBatches, 7, "b2", m)
 	if !errors.Is(err, handoff.ErrUnavailable) {
 		t.Fatalf("publish with NATS down: %v", err)
 	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Fatalf("publish with NATS down took %s", d)
+	id, err := e.p.Publish(ctx, bus.KindCampaignBatches, 7, "", &sendsv1.CampaignBatch{CompanyId: 7})
+	if !errors.Is(err, handoff.ErrUnavailable) || id != "" {
+		t.Fatalf("group publish with NATS down: %q, %v", id, err)
 	}
-	srv.Start()
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("publishes with NATS down took %s", d)
+	}
+	e.srv.Start()
+}
+
+// A lone batch is published at once, as a group of one: nothing waits for
+// company.
+func TestALoneBatchIsAGroupOfOne(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	e := newEnv(t, 1)
+	m := &sendsv1.AutomationBatch{CompanyId: 5, AutomationId: 8}
+	id, err := e.p.Publish(ctx, bus.KindAutomationBatches, 5, "", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, index, ok := bus.GroupOf(id)
+	if !ok || index != 0 {
+		t.Fatalf("id %s: group %s index %d", id, g, index)
+	}
+	raw, err := e.stream.GetLastMsgForSubject(ctx, e.cfg.GroupSubject(bus.KindAutomationBatches, g))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batches, err := bus.DecodeGroup(raw.Data)
+	if err != nil || len(batches) != 1 || raw.Header.Get("Nats-Msg-Id") != g.String() {
+		t.Fatalf("group of %d batches (msg id %q), %v", len(batches), raw.Header.Get("Nats-Msg-Id"), err)
+	}
+	found, kind, err := e.cfg.FindBatch(ctx, e.stream, 5, id)
+	if err != nil || kind != bus.KindAutomationBatches || found.(*sendsv1.AutomationBatch).GetAutomationId() != 8 || found.GetBatchId() != id {
+		t.Fatalf("FindBatch = %v %q %v", found, kind, err)
+	}
+}
+
+// Many concurrent requests: every one is answered with its own id, every
+// batch is in the stream exactly once, findable by its id with its own
+// content, in fewer stream messages than batches.
+func TestConcurrentBatchesAreCommittedInGroups(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e := newEnv(t, 1)
+	const n = 400
+	ids := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := &sendsv1.CampaignBatch{CompanyId: int64(1 + i%7), CampaignId: int64(i), Phones: []string{"+3933312345"}}
+			ids[i], errs[i] = e.p.Publish(ctx, bus.KindCampaignBatches, m.CompanyId, "", m)
+		}()
+	}
+	wg.Wait()
+	seen := map[string]int{}
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("batch %d: %v", i, errs[i])
+		}
+		if _, dup := seen[ids[i]]; dup {
+			t.Fatalf("batches %d and %d got the same id %s", seen[ids[i]], i, ids[i])
+		}
+		seen[ids[i]] = i
+		b, _, err := e.cfg.FindBatch(ctx, e.stream, int64(1+i%7), ids[i])
+		if err != nil || b.(*sendsv1.CampaignBatch).GetCampaignId() != int64(i) {
+			t.Fatalf("FindBatch(%s) = %v, %v; want campaign %d", ids[i], b, err, i)
+		}
+	}
+	msgs := e.msgs(t)
+	// Every stored batch, read from the stream in order: each id once.
+	stored := 0
+	for seq := uint64(1); seq <= msgs; seq++ {
+		raw, err := e.stream.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batches, err := bus.DecodeGroup(raw.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(batches) > 64 {
+			t.Errorf("a group of %d batches, over GroupMaxBatches 64", len(batches))
+		}
+		for _, data := range batches {
+			var b sendsv1.CampaignBatch
+			if err := proto.Unmarshal(data, &b); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := seen[b.GetBatchId()]; !ok {
+				t.Fatalf("stored batch %s was answered to no request (or twice)", b.GetBatchId())
+			}
+			delete(seen, b.GetBatchId())
+			stored++
+		}
+	}
+	if stored != n || len(seen) != 0 {
+		t.Fatalf("%d batches stored, %d answered ids not found", stored, len(seen))
+	}
+	t.Logf("%d batches in %d stream messages", n, msgs)
+	if msgs >= n {
+		t.Errorf("%d batches took %d stream messages: nothing was grouped", n, msgs)
+	}
+}
+
+// A group the stream does not take (no stream on its subjects): each of its
+// requests fails with ErrUnavailable and keeps its id, since the hand-off
+// is in doubt in general.
+func TestAGroupThatFailsFailsEachRequest(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	e := newEnv(t, 1)
+	if err := e.p.JetStream().DeleteStream(ctx, e.cfg.Stream); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id, err := e.p.Publish(ctx, bus.KindMessageBatches, 3, "", &sendsv1.MessageBatch{CompanyId: 3})
+			if !errors.Is(err, handoff.ErrUnavailable) || id == "" {
+				t.Errorf("publish without a stream = %q, %v", id, err)
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -4,20 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus"
-	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 )
 
 // Pending finds a batch that the stream acknowledged but no dispatcher has
-// recorded yet: it waits on its own subject (bus.PendingSubjects) until a
-// dispatcher expands it into messages and acks it, which removes it. This is
+// recorded yet: it waits in its group's message (or on its own subject)
+// until a dispatcher expands it into messages and acks it, which removes it. This is
 // what lets GET /api/batches/{id} know a batch from the moment of its 202
 // without the gateway writing to PostgreSQL on the request path.
 type Pending struct {
@@ -46,46 +43,24 @@ func (p *Pending) handle(ctx context.Context) (jetstream.Stream, error) {
 	return p.stream, nil
 }
 
-// Batch returns the company's batch while it waits in the stream, with
-// status accepted; batchview.ErrNotFound when it is not there.
+// Batch returns the company's batch while it waits in the stream, in its
+// group or alone (bus.Config.FindBatch), with status accepted;
+// batchview.ErrNotFound when it is not there.
 func (p *Pending) Batch(ctx context.Context, companyID int64, batchID string) (batchview.Batch, error) {
 	s, err := p.handle(ctx)
 	if err != nil {
 		return batchview.Batch{}, err
 	}
-	for _, subject := range p.cfg.PendingSubjects(companyID, batchID) {
-		m, err := s.GetLastMsgForSubject(ctx, subject)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			return batchview.Batch{}, fmt.Errorf("%w: look up %s: %v", ErrUnavailable, subject, err)
-		}
-		return decodePending(companyID, subject, m.Data, p.cfg)
-	}
-	return batchview.Batch{}, batchview.ErrNotFound
-}
-
-// decodePending reads a batch waiting on subject: the subject says which
-// batch message it is, and batchview.Pending builds the batch from it, as
-// batchview.BatchStatus builds a recorded one.
-func decodePending(companyID int64, subject string, data []byte, cfg bus.Config) (batchview.Batch, error) {
-	var msg proto.Message
-	switch {
-	case strings.HasPrefix(subject, cfg.CampaignSubject(companyID)+"."):
-		msg = &sendsv1.CampaignBatch{}
-	case strings.HasPrefix(subject, cfg.AutomationSubject(companyID)+"."):
-		msg = &sendsv1.AutomationBatch{}
-	default:
-		msg = &sendsv1.MessageBatch{}
-	}
-	err := proto.Unmarshal(data, msg)
-	var b batchview.Batch
-	if err == nil {
-		b, err = batchview.Pending(companyID, msg)
+	m, _, err := p.cfg.FindBatch(ctx, s, companyID, batchID)
+	if errors.Is(err, bus.ErrBatchNotInStream) {
+		return batchview.Batch{}, batchview.ErrNotFound
 	}
 	if err != nil {
-		return batchview.Batch{}, fmt.Errorf("decode pending batch on %s: %w", subject, err)
+		return batchview.Batch{}, fmt.Errorf("%w: look up batch %s: %v", ErrUnavailable, batchID, err)
+	}
+	b, err := batchview.Pending(companyID, m)
+	if err != nil {
+		return batchview.Batch{}, fmt.Errorf("pending batch %s: %w", batchID, err)
 	}
 	return b, nil
 }

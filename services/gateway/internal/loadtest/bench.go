@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,13 +26,21 @@ type BenchOptions struct {
 	Warmup        time.Duration
 	Measure       time.Duration
 	GatewayBinary string
-	// Rounds alternates floor and gateway runs at 10 contacts this many times.
+	// Rounds alternates the floor and the gateway (without and with group
+	// commit) at 10 contacts this many times.
 	Rounds int
 	// RedisTimeout is the gateway's PARLEY_REDIS_TIMEOUT. The bench measures
 	// every decision made in Redis: a scheduling stall of a shared machine
 	// past the production 50 ms would make the limiter decide locally, which
 	// fails the run; a longer bound shows the stall as latency instead.
 	RedisTimeout time.Duration
+	// NATSServer is the nats-server binary of the private servers (make
+	// passes the pinned one); PortBase places their ports.
+	NATSServer string
+	PortBase   int
+	// Shared runs on the shared local servers (their NATS with its default
+	// sync_interval) instead of private ones with sync_interval always.
+	Shared bool
 }
 
 // Where the local servers are; PARLEY_* variables override them as they do
@@ -48,13 +57,53 @@ func envOr(k, def string) string {
 	return def
 }
 
+// Targets of issue 14 that make bench-gateway asserts.
+const (
+	// TargetRatio is the gateway's least requests per second over the
+	// floor's (median of the rounds).
+	TargetRatio = 1.2
+)
+
+// benchProc is one server the load is driven against.
+type benchProc struct {
+	name    string
+	addr    string
+	proc    *serviceproc.Process
+	gateway bool
+}
+
 // Bench runs the floor and the gateway scenarios and writes a report to w.
-// Everything it creates (database, streams, Redis keys) is removed after.
-// It returns an error, and so make bench-gateway fails, when a measured run
-// got any answer but 202 or the gateway's rate limiter fell back
-// (parley_ratelimit_fallback_total moved).
+// Everything it creates (database, streams, Redis keys, private servers) is
+// removed after. By default it runs on private servers as production runs
+// (the pinned nats-server with sync_interval always, so that a 202 survives
+// a power cut); o.Shared runs on the shared local ones. Three servers take
+// the load in turn, round by round: the floor (a bare Gin handler: one
+// redis_rate call, one synchronous JetStream publish), the gateway with its
+// group commit off (PARLEY_GATEWAY_GROUP_MAX_BATCHES=1: one stream message
+// per request, the design before issue 14) and the gateway. Then one
+// connection each (latency with nothing to group), and the gateway at 1000
+// contacts. It returns an error, and so make bench-gateway fails, when a
+// measured run got any answer but 202 or the gateway's rate limiter fell
+// back (parley_ratelimit_fallback_total moved), or when the median ratio
+// gateway/floor is under TargetRatio or the gateway's median p99 at 64
+// connections, or its p50 at one connection, is worse than the floor's.
 func Bench(ctx context.Context, o BenchOptions, w io.Writer) error {
-	sc, err := newScratch(ctx, "bench", o.Companies, w)
+	pgAdmin, redisAddr, natsURL := serverURLs()
+	where := "the shared local servers (their nats-server with its own sync_interval)"
+	if !o.Shared {
+		if o.NATSServer == "" {
+			return fmt.Errorf("-nats-server is required (make bench-gateway builds and passes the pinned one), or -shared")
+		}
+		srv, err := startPrivateServers(ctx, o.NATSServer, o.PortBase)
+		if err != nil {
+			return err
+		}
+		defer srv.stop()
+		pgAdmin, redisAddr, natsURL = srv.pgAdminURL, srv.redisAddr, srv.natsURL
+		where = fmt.Sprintf("private servers: %s (file storage, sync_interval always, as in production), redis-server %s, PostgreSQL 15 :%d",
+			filepath.Base(o.NATSServer), srv.redisAddr, srv.pgPort)
+	}
+	sc, err := newScratchAt(ctx, "bench", o.Companies, w, pgAdmin, redisAddr, natsURL)
 	if err != nil {
 		return err
 	}
@@ -76,103 +125,175 @@ func Bench(ctx context.Context, o BenchOptions, w io.Writer) error {
 		env = append(env, "PARLEY_REDIS_TIMEOUT="+o.RedisTimeout.String())
 	}
 
+	fmt.Fprintf(w, "on %s\n", where)
 	fmt.Fprintf(w, "load: %d connections, %s warm-up, %s measured per scenario, %d companies, %d rounds; gateway PARLEY_REDIS_TIMEOUT=%s\n",
 		o.Conns, o.Warmup, o.Measure, o.Companies, o.Rounds, o.RedisTimeout)
-	// The floor and the gateway run side by side as separate processes; the
-	// load alternates between them round by round, so that whatever else the
-	// machine is doing weighs on both alike.
-	floorAddr, err := serviceproc.FreeAddr()
+	procs, err := startBenchProcs(ctx, o, env, busCfg)
+	for _, p := range procs {
+		defer func() { _ = p.proc.Stop() }()
+	}
 	if err != nil {
 		return err
 	}
+	floor, single, gw := procs[0], procs[1], procs[2]
+
+	// measured drives one scenario and fails it on any answer but 202 and,
+	// on a gateway, on any rate-limit fallback: throughput of wrong answers,
+	// or of a limiter that skipped Redis, is not the figure. It prints the
+	// batches per stream message of a gateway.
+	measured := func(label string, p benchProc, reqs []Request, conns int) (Result, error) {
+		name := label + " " + p.name
+		var guard fallbackGuard
+		var batches0, msgs0 float64
+		if p.gateway {
+			if guard, err = guardFallbacks(ctx, p.addr); err != nil {
+				return Result{}, fmt.Errorf("%s: %w", name, err)
+			}
+			if batches0, msgs0, err = groupCounts(ctx, p.addr); err != nil {
+				return Result{}, fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		res, err := Run(ctx, p.addr, "/api/campaigns/send", reqs, conns, o.Warmup, o.Measure, p.proc.Pid())
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", name, err)
+		}
+		fmt.Fprintf(w, "%-36s %s\n        cpu/req by process: %s\n", name+":", res, res.ByCommand)
+		if err := res.Wrong(); err != nil {
+			return res, fmt.Errorf("%s: %w", name, err)
+		}
+		if p.gateway {
+			if err := guard.check(ctx); err != nil {
+				return res, fmt.Errorf("%s: %w", name, err)
+			}
+			batches1, msgs1, err := groupCounts(ctx, p.addr)
+			if err != nil {
+				return res, fmt.Errorf("%s: %w", name, err)
+			}
+			if msgs1 > msgs0 {
+				fmt.Fprintf(w, "        %.0f batches in %.0f stream messages: %.1f per message\n", batches1-batches0, msgs1-msgs0, (batches1-batches0)/(msgs1-msgs0))
+			}
+		}
+		return res, purge()
+	}
+
+	var ratios, singleRatios, floorP99, gwP99 []float64
+	for round := 1; round <= o.Rounds; round++ {
+		label := fmt.Sprintf("round %d, %d conns, 10 contacts:", round, o.Conns)
+		floorRes, err := measured(label, floor, small, o.Conns)
+		if err != nil {
+			return err
+		}
+		singleRes, err := measured(label, single, small, o.Conns)
+		if err != nil {
+			return err
+		}
+		gwRes, err := measured(label, gw, small, o.Conns)
+		if err != nil {
+			return err
+		}
+		ratios = append(ratios, gwRes.ReqPerSec/floorRes.ReqPerSec)
+		singleRatios = append(singleRatios, singleRes.ReqPerSec/floorRes.ReqPerSec)
+		floorP99, gwP99 = append(floorP99, ms(floorRes.P99)), append(gwP99, ms(gwRes.P99))
+		fmt.Fprintf(w, "round %d ratio to the floor: gateway %.2fx, gateway without group commit %.2fx req/s; p99 gateway %.2f ms vs floor %.2f ms\n",
+			round, ratios[len(ratios)-1], singleRatios[len(singleRatios)-1], ms(gwRes.P99), ms(floorRes.P99))
+	}
+	// One connection: nothing to group, so the group commit must add no
+	// wait; latency is the figure.
+	var lone [3]Result
+	for i, p := range procs {
+		if lone[i], err = measured("1 conn, 10 contacts:", p, small, 1); err != nil {
+			return err
+		}
+	}
+	if _, err := measured(fmt.Sprintf("%d conns, 1000 contacts:", o.Conns), gw, large, o.Conns); err != nil {
+		return err
+	}
+	ratio, p99, floorMedP99 := median(ratios), median(gwP99), median(floorP99)
+	fmt.Fprintf(w, "median over %d rounds at %d connections, 10 contacts: gateway/floor %.2fx req/s (target >= %.2fx; without group commit %.2fx); p99 gateway %.2f ms vs floor %.2f ms (target: no worse)\n",
+		o.Rounds, o.Conns, ratio, TargetRatio, median(singleRatios), p99, floorMedP99)
+	fmt.Fprintf(w, "one connection, 10 contacts: p50/p99 floor %.2f/%.2f ms, gateway without group commit %.2f/%.2f ms, gateway %.2f/%.2f ms (target: gateway p50 no worse than the floor's)\n",
+		ms(lone[0].P50), ms(lone[0].P99), ms(lone[1].P50), ms(lone[1].P99), ms(lone[2].P50), ms(lone[2].P99))
+	var missed []string
+	if ratio < TargetRatio {
+		missed = append(missed, fmt.Sprintf("gateway/floor %.2fx < %.2fx", ratio, TargetRatio))
+	}
+	if p99 > floorMedP99 {
+		missed = append(missed, fmt.Sprintf("p99 %.2f ms > the floor's %.2f ms", p99, floorMedP99))
+	}
+	if lone[2].P50 > lone[0].P50 {
+		missed = append(missed, fmt.Sprintf("one connection: p50 %.2f ms > the floor's %.2f ms", ms(lone[2].P50), ms(lone[0].P50)))
+	}
+	if len(missed) > 0 {
+		return fmt.Errorf("target missed: %s", strings.Join(missed, "; "))
+	}
+	fmt.Fprintln(w, "targets met")
+	return nil
+}
+
+// startBenchProcs starts the floor, the gateway without group commit and
+// the gateway, in that order; on error those started are returned too (to
+// be stopped).
+func startBenchProcs(ctx context.Context, o BenchOptions, env []string, busCfg bus.Config) ([]benchProc, error) {
+	var procs []benchProc
+	floorAddr, err := serviceproc.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
 	self, err := os.Executable()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	floor, err := serviceproc.Start(ctx, serviceproc.Options{Name: "floor", Bin: self, Args: []string{"floor"},
 		Env:   append(env, "PARLEY_BENCH_FLOOR_ADDR="+floorAddr, "PARLEY_BENCH_FLOOR_SUBJECT="+busCfg.CampaignSubject(0)),
 		Probe: "http://" + floorAddr + "/healthz", WantStatus: http.StatusNotFound, Output: os.Stderr})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer func() { _ = floor.Stop() }()
+	procs = append(procs, benchProc{name: "floor", addr: floorAddr, proc: floor})
 
+	dir, err := os.MkdirTemp("", "gateway-bench")
+	if err != nil {
+		return procs, err
+	}
+	defer os.RemoveAll(dir) // the processes keep their open binaries
 	bin := o.GatewayBinary
 	if bin == "" {
-		dir, err := os.MkdirTemp("", "gateway-bench")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
 		bin = filepath.Join(dir, "gateway")
 		// Run from services/gateway (make bench-gateway does).
 		if err := serviceproc.Build(ctx, ".", bin, os.Stderr); err != nil {
-			return err
+			return procs, err
 		}
 	}
-	gwAddr, err := serviceproc.FreeAddr()
+	// The same binary under another name, so that the CPU by process tells
+	// the two gateways apart.
+	singleBin := filepath.Join(dir, "gateway-single")
+	raw, err := os.ReadFile(bin)
 	if err != nil {
-		return err
+		return procs, err
 	}
-	gw, err := serviceproc.Start(ctx, serviceproc.Options{Name: "gateway", Bin: bin, Env: append(env, "PARLEY_GATEWAY_ADDR="+gwAddr),
-		Probe: "http://" + gwAddr + "/readyz", Output: os.Stderr})
-	if err != nil {
-		return err
+	if err := os.WriteFile(singleBin, raw, 0o755); err != nil {
+		return procs, err
 	}
-	defer func() { _ = gw.Stop() }()
-
-	// measured drives one scenario and fails it on any answer but 202 and,
-	// on the gateway, on any rate-limit fallback: throughput of wrong
-	// answers, or of a limiter that skipped Redis, is not the figure.
-	measured := func(name, addr string, reqs []Request, pid int, gateway bool) (Result, error) {
-		var guard fallbackGuard
-		if gateway {
-			if guard, err = guardFallbacks(ctx, addr); err != nil {
-				return Result{}, fmt.Errorf("%s: %w", name, err)
-			}
-		}
-		res, err := Run(ctx, addr, "/api/campaigns/send", reqs, o.Conns, o.Warmup, o.Measure, pid)
+	for _, g := range []struct {
+		name, bin string
+		env       []string
+	}{
+		{"gateway without group commit", singleBin, []string{"PARLEY_GATEWAY_GROUP_MAX_BATCHES=1"}},
+		{"gateway", bin, nil},
+	} {
+		addr, err := serviceproc.FreeAddr()
 		if err != nil {
-			return res, fmt.Errorf("%s: %w", name, err)
+			return procs, err
 		}
-		fmt.Fprintf(w, "%s: %s\n        cpu/req by process: %s\n", name, res, res.ByCommand)
-		if err := res.Wrong(); err != nil {
-			return res, fmt.Errorf("%s: %w", name, err)
-		}
-		if gateway {
-			if err := guard.check(ctx); err != nil {
-				return res, fmt.Errorf("%s: %w", name, err)
-			}
-		}
-		return res, nil
-	}
-
-	var ratios, floorP99, gwP99 []float64
-	for round := 1; round <= o.Rounds; round++ {
-		floorRes, err := measured(fmt.Sprintf("round %d floor    10 contacts", round), floorAddr, small, floor.Pid(), false)
+		p, err := serviceproc.Start(ctx, serviceproc.Options{Name: g.name, Bin: g.bin,
+			Env:   append(append(slices.Clone(env), g.env...), "PARLEY_GATEWAY_ADDR="+addr),
+			Probe: "http://" + addr + "/readyz", Output: os.Stderr})
 		if err != nil {
-			return err
+			return procs, err
 		}
-		if err := purge(); err != nil {
-			return err
-		}
-		gwRes, err := measured(fmt.Sprintf("round %d gateway  10 contacts", round), gwAddr, small, gw.Pid(), true)
-		if err != nil {
-			return err
-		}
-		if err := purge(); err != nil {
-			return err
-		}
-		ratios = append(ratios, gwRes.ReqPerSec/floorRes.ReqPerSec)
-		floorP99, gwP99 = append(floorP99, ms(floorRes.P99)), append(gwP99, ms(gwRes.P99))
-		fmt.Fprintf(w, "round %d ratio gateway/floor: %.2fx req/s; p99 %.2f ms vs %.2f ms\n", round, ratios[len(ratios)-1], ms(gwRes.P99), ms(floorRes.P99))
+		procs = append(procs, benchProc{name: g.name, addr: addr, proc: p, gateway: true})
 	}
-	if _, err := measured("gateway 1000 contacts", gwAddr, large, gw.Pid(), true); err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "median over %d rounds at 10 contacts: gateway/floor %.2fx req/s (target >= 1.20x); p99 gateway %.2f ms vs floor %.2f ms (target: no worse)\n",
-		o.Rounds, median(ratios), median(gwP99), median(floorP99))
-	return nil
+	return procs, nil
 }
 
 func median(xs []float64) float64 {

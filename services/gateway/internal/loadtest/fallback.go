@@ -20,6 +20,12 @@ const fallbackMetric = "parley_ratelimit_fallback_total"
 // Fallbacks is parley_ratelimit_fallback_total on the gateway at addr, by
 // reason (timeout, error, circuit_open, canceled).
 func Fallbacks(ctx context.Context, addr string) (map[string]float64, error) {
+	return readMetric(ctx, addr, fallbackMetric)
+}
+
+// readMetric is one metric of the gateway at addr, by reason label
+// (metricByReason).
+func readMetric(ctx context.Context, addr, name string) (map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
@@ -28,13 +34,13 @@ func Fallbacks(ctx context.Context, addr string) (map[string]float64, error) {
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", fallbackMetric, err)
+		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("read %s: GET /metrics: status %d", fallbackMetric, res.StatusCode)
+		return nil, fmt.Errorf("read %s: GET /metrics: status %d", name, res.StatusCode)
 	}
-	return metricByReason(bufio.NewScanner(res.Body), fallbackMetric)
+	return metricByReason(bufio.NewScanner(res.Body), name)
 }
 
 // metricByReason reads the samples of one metric in Prometheus text format,
@@ -100,4 +106,21 @@ func (g fallbackGuard) check(ctx context.Context) error {
 			total, fallbackMetric, strings.Join(moved, ", "))
 	}
 	return nil
+}
+
+// groupMetric is the gateway's histogram of batches per stream message
+// (package handoff's group commit).
+const groupMetric = "parley_gateway_group_batches"
+
+// groupCounts are a gateway's batches and stream messages so far.
+func groupCounts(ctx context.Context, addr string) (batches, msgs float64, err error) {
+	sum, err := readMetric(ctx, addr, groupMetric+"_sum")
+	if err != nil {
+		return 0, 0, err
+	}
+	count, err := readMetric(ctx, addr, groupMetric+"_count")
+	if err != nil {
+		return 0, 0, err
+	}
+	return sum[""], count[""], nil
 }

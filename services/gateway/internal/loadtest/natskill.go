@@ -208,8 +208,9 @@ func (l *natsKillLoad) send(ctx context.Context, client *http.Client, url string
 	}
 }
 
-// streamBatchIDs reads every message of the stream
-// and returns the batch ids in it (decoded from each message).
+// streamBatchIDs reads every message of the stream and returns the batch
+// ids in it, decoded from each message (a group of batches or a batch
+// alone); a batch stored twice is an error.
 func streamBatchIDs(ctx context.Context, js jetstream.JetStream, stream string) (map[string]bool, error) {
 	var (
 		s   jetstream.Stream
@@ -245,11 +246,35 @@ func streamBatchIDs(ctx context.Context, js jetstream.JetStream, stream string) 
 		if err != nil {
 			return nil, fmt.Errorf("stream message %d: %w", seq, err)
 		}
-		var b sendsv1.CampaignBatch
-		if err := proto.Unmarshal(m.Data, &b); err != nil {
+		ids, err := batchIDsOf(m)
+		if err != nil {
 			return nil, fmt.Errorf("stream message %d: %w", seq, err)
 		}
-		out[b.BatchId] = true
+		for _, id := range ids {
+			if out[id] {
+				return nil, fmt.Errorf("batch %s is in the stream twice (again in message %d)", id, seq)
+			}
+			out[id] = true
+		}
 	}
 	return out, nil
+}
+
+// batchIDsOf decodes the campaign batches of one stream message.
+func batchIDsOf(m *jetstream.RawStreamMsg) ([]string, error) {
+	datas := [][]byte{m.Data}
+	if subj, err := bus.ParseSubject(m.Subject); err == nil && subj.Grouped {
+		if datas, err = bus.DecodeGroup(m.Data); err != nil {
+			return nil, err
+		}
+	}
+	ids := make([]string, len(datas))
+	for i, data := range datas {
+		var b sendsv1.CampaignBatch
+		if err := proto.Unmarshal(data, &b); err != nil {
+			return nil, err
+		}
+		ids[i] = b.BatchId
+	}
+	return ids, nil
 }

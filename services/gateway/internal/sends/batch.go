@@ -114,12 +114,8 @@ func (s *Service) checkBatch(ctx context.Context, companyID int64, msgs []BatchM
 // publishMessages hands a MessageBatch from source to the campaign dispatcher.
 func (s *Service) publishMessages(ctx context.Context, m Meta, source bus.Source, msgs []*sendsv1.BatchMessage, forced bool, at *time.Time) (Accepted, error) {
 	now := s.now().UTC()
-	batchID, err := s.batchID(m)
-	if err != nil {
-		return Accepted{}, err
-	}
 	msg := &sendsv1.MessageBatch{
-		BatchId:        batchID,
+		BatchId:        m.BatchID,
 		CompanyId:      m.CompanyID,
 		Messages:       msgs,
 		IsForced:       forced,
@@ -131,7 +127,8 @@ func (s *Service) publishMessages(ctx context.Context, m Meta, source bus.Source
 	if scheduled != nil {
 		msg.ScheduledAt = timestamppb.New(*scheduled)
 	}
-	if err := s.publisher.Publish(ctx, bus.ForBatch(s.subjects.BatchSubject(m.CompanyID), batchID), batchID, msg); err != nil {
+	batchID, err := s.publisher.Publish(ctx, bus.KindMessageBatches, m.CompanyID, m.BatchID, msg)
+	if err != nil {
 		return Accepted{BatchID: batchID}, err
 	}
 	return Accepted{BatchID: batchID, Contacts: len(msgs)}, nil

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/parleyhq/parley/pkg/bus"
@@ -95,9 +94,13 @@ type Segments interface {
 	Size(ctx context.Context, companyID, segmentID int64) (int, error)
 }
 
-// Publisher puts a batch on the stream and returns once it is acknowledged.
+// Publisher puts a company's batch of a subject kind on the stream and
+// returns its id once it is acknowledged (handoff.Publisher): with batchID
+// empty the publisher gives the batch its id (m leaves it unset), else m
+// carries batchID. It returns the id with an error too when the batch may
+// be in the stream.
 type Publisher interface {
-	Publish(ctx context.Context, subject, batchID string, m proto.Message) error
+	Publish(ctx context.Context, kind string, companyID int64, batchID string, m bus.BatchMessage) (string, error)
 }
 
 // Service accepts sends.
@@ -105,16 +108,15 @@ type Service struct {
 	catalog   Catalog
 	segments  Segments
 	publisher Publisher
-	subjects  bus.Config
 	now       func() time.Time
 }
 
 // New returns the use case.
-func New(c Catalog, seg Segments, p Publisher, subjects bus.Config, now func() time.Time) *Service {
+func New(c Catalog, seg Segments, p Publisher, now func() time.Time) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{catalog: c, segments: seg, publisher: p, subjects: subjects, now: now}
+	return &Service{catalog: c, segments: seg, publisher: p, now: now}
 }
 
 // Meta is what a request carries besides its body.
@@ -202,12 +204,8 @@ func (s *Service) SendCampaign(ctx context.Context, m Meta, req CampaignSend) (A
 		segmentSize = count
 	}
 	now := s.now().UTC()
-	batchID, err := s.batchID(m)
-	if err != nil {
-		return Accepted{}, err
-	}
 	msg := &sendsv1.CampaignBatch{
-		BatchId:        batchID,
+		BatchId:        m.BatchID,
 		CompanyId:      m.CompanyID,
 		CampaignId:     req.CampaignID,
 		Phones:         phones,
@@ -222,7 +220,8 @@ func (s *Service) SendCampaign(ctx context.Context, m Meta, req CampaignSend) (A
 	if scheduled != nil {
 		msg.ScheduledAt = timestamppb.New(*scheduled)
 	}
-	if err := s.publisher.Publish(ctx, bus.ForBatch(s.subjects.CampaignSubject(m.CompanyID), batchID), batchID, msg); err != nil {
+	batchID, err := s.publisher.Publish(ctx, bus.KindCampaignBatches, m.CompanyID, m.BatchID, msg)
+	if err != nil {
 		return Accepted{BatchID: batchID}, err
 	}
 	return Accepted{BatchID: batchID, Contacts: count}, nil
@@ -269,12 +268,8 @@ func (s *Service) trigger(ctx context.Context, m Meta, source bus.Source, au cat
 	}
 	contacts, phones, _ := phone.FirstOfEach(contacts, func(c AutomationContact) string { return c.Phone }) // validated already
 	now := s.now().UTC()
-	batchID, err := s.batchID(m)
-	if err != nil {
-		return Accepted{}, err
-	}
 	msg := &sendsv1.AutomationBatch{
-		BatchId:        batchID,
+		BatchId:        m.BatchID,
 		CompanyId:      m.CompanyID,
 		AutomationId:   au.ID,
 		Contacts:       make([]*sendsv1.AutomationContact, len(contacts)),
@@ -292,7 +287,8 @@ func (s *Service) trigger(ctx context.Context, m Meta, source bus.Source, au cat
 			ImageUrl: c.ImageURL, VideoUrl: c.VideoURL, Variables: c.Variables,
 		}
 	}
-	if err := s.publisher.Publish(ctx, bus.ForBatch(s.subjects.AutomationSubject(m.CompanyID), batchID), batchID, msg); err != nil {
+	batchID, err := s.publisher.Publish(ctx, bus.KindAutomationBatches, m.CompanyID, m.BatchID, msg)
+	if err != nil {
 		return Accepted{BatchID: batchID}, err
 	}
 	return Accepted{BatchID: batchID, Contacts: len(contacts)}, nil
@@ -329,11 +325,4 @@ func variablesInput(v map[string]string) any {
 		return map[string]string{}
 	}
 	return v
-}
-
-func (s *Service) batchID(m Meta) (string, error) {
-	if m.BatchID != "" {
-		return m.BatchID, nil
-	}
-	return NewBatchID()
 }
