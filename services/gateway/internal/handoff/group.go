@@ -59,10 +59,14 @@ func (c *committer) commit(ctx context.Context, data []byte) (string, error) {
 }
 
 // flushLocked starts groups while fewer than GroupsInFlight are awaiting
-// their ack and batches are waiting. The caller holds c.mu.
+// their ack and batches are waiting. With GroupMaxBatches 1 (the group
+// commit off) every batch starts at once, however many are in flight: one
+// stream message per request, as before group commit. The caller holds
+// c.mu.
 func (c *committer) flushLocked() {
 	maxBytes := int(c.p.nc.MaxPayload()) - 1024 // room for the headers
-	for c.inFlight < c.p.o.GroupsInFlight && len(c.queue) > 0 {
+	off := c.p.o.GroupMaxBatches == 1
+	for (off || c.inFlight < c.p.o.GroupsInFlight) && len(c.queue) > 0 {
 		n, size := 0, 0
 		for n < len(c.queue) && n < c.p.o.GroupMaxBatches {
 			next := size + bus.GroupSize(len(c.queue[n].data)+idFieldSize)

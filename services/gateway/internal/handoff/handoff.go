@@ -46,7 +46,9 @@ type Options struct {
 	// acknowledgement at once; batches handed over meanwhile wait for the
 	// next group. 1 makes the largest groups.
 	GroupsInFlight int
-	// GroupMaxBatches caps the batches of one group (at most bus.MaxGroup).
+	// GroupMaxBatches caps the batches of one group (at most bus.MaxGroup);
+	// 1 turns the group commit off: each batch is published at once in a
+	// stream message of its own, however many are in flight.
 	GroupMaxBatches int
 }
 

@@ -24,7 +24,9 @@ type env struct {
 	stream jetstream.Stream
 }
 
-func newEnv(t *testing.T, inFlight int) *env {
+func newEnv(t *testing.T, inFlight int) *env { return newEnvMax(t, inFlight, 64) }
+
+func newEnvMax(t *testing.T, inFlight, maxBatches int) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -35,7 +37,7 @@ func newEnv(t *testing.T, inFlight int) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	p, err := handoff.New(nc, cfg, handoff.Options{MaxPending: 4096, Timeout: 2 * time.Second, GroupsInFlight: inFlight, GroupMaxBatches: 64})
+	p, err := handoff.New(nc, cfg, handoff.Options{MaxPending: 4096, Timeout: 2 * time.Second, GroupsInFlight: inFlight, GroupMaxBatches: maxBatches})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,4 +221,32 @@ func TestAGroupThatFailsFailsEachRequest(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// GroupMaxBatches 1 turns the group commit off: a stream message per
+// batch, none waiting for another's ack.
+func TestGroupCommitOff(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	e := newEnvMax(t, 1, 1)
+	const n = 100
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id, err := e.p.Publish(ctx, bus.KindCampaignBatches, 2, "", &sendsv1.CampaignBatch{CompanyId: 2, CampaignId: int64(i)})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, index, _ := bus.GroupOf(id); index != 0 {
+				t.Errorf("batch %s is number %d of its group", id, index)
+			}
+		}()
+	}
+	wg.Wait()
+	if msgs := e.msgs(t); msgs != n {
+		t.Fatalf("%d batches in %d stream messages, want one each", n, msgs)
+	}
 }
