@@ -125,7 +125,7 @@ func NATSKill(ctx context.Context, o NATSKillOptions, w io.Writer) error {
 	}
 
 	// Read the whole stream (nobody consumes it) and match batch ids.
-	inStream, err := streamBatchIDs(ctx, sc.js, busCfg.Stream)
+	inStream, msgs, err := streamBatchIDs(ctx, sc.js, busCfg.Stream)
 	if err != nil {
 		return err
 	}
@@ -143,8 +143,8 @@ func NATSKill(ctx context.Context, o NATSKillOptions, w io.Writer) error {
 		}
 	}
 	fmt.Fprintf(w, "answers: %d 202s; %d others, by status %v; %d transport errors\n", len(load.accepted), others, byStatus, load.errors)
-	fmt.Fprintf(w, "stream after the restart: %d batches; of the %d batch ids answered 202: found %d, missing %d (%d batches in the stream were not answered 202: stored, but the answer was lost with the kill)\n",
-		len(inStream), len(load.accepted), len(load.accepted)-len(missing), len(missing), len(inStream)-(len(load.accepted)-len(missing)))
+	fmt.Fprintf(w, "stream after the restart: %d batches in %d messages (group commit); of the %d batch ids answered 202: found %d, missing %d (%d batches in the stream were not answered 202: stored, but the answer was lost with the kill)\n",
+		len(inStream), msgs, len(load.accepted), len(load.accepted)-len(missing), len(missing), len(inStream)-(len(load.accepted)-len(missing)))
 	if len(load.accepted) == 0 {
 		return fmt.Errorf("no request was answered 202")
 	}
@@ -211,7 +211,7 @@ func (l *natsKillLoad) send(ctx context.Context, client *http.Client, url string
 // streamBatchIDs reads every message of the stream and returns the batch
 // ids in it, decoded from each message (a group of batches or a batch
 // alone); a batch stored twice is an error.
-func streamBatchIDs(ctx context.Context, js jetstream.JetStream, stream string) (map[string]bool, error) {
+func streamBatchIDs(ctx context.Context, js jetstream.JetStream, stream string) (_ map[string]bool, msgs int, _ error) {
 	var (
 		s   jetstream.Stream
 		err error
@@ -223,17 +223,17 @@ func streamBatchIDs(ctx context.Context, js jetstream.JetStream, stream string) 
 			break
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("stream %s after the restart: %w", stream, err)
+			return nil, 0, fmt.Errorf("stream %s after the restart: %w", stream, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	info, err := s.Info(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	out := make(map[string]bool, info.State.Msgs)
 	if info.State.Msgs == 0 {
-		return out, nil
+		return out, msgs, nil
 	}
 	// Nothing consumes the stream, so its sequences have no gaps; a
 	// work-queue stream takes no ordered consumer, so each message is
@@ -244,20 +244,21 @@ func streamBatchIDs(ctx context.Context, js jetstream.JetStream, stream string) 
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("stream message %d: %w", seq, err)
+			return nil, 0, fmt.Errorf("stream message %d: %w", seq, err)
 		}
+		msgs++
 		ids, err := batchIDsOf(m)
 		if err != nil {
-			return nil, fmt.Errorf("stream message %d: %w", seq, err)
+			return nil, 0, fmt.Errorf("stream message %d: %w", seq, err)
 		}
 		for _, id := range ids {
 			if out[id] {
-				return nil, fmt.Errorf("batch %s is in the stream twice (again in message %d)", id, seq)
+				return nil, 0, fmt.Errorf("batch %s is in the stream twice (again in message %d)", id, seq)
 			}
 			out[id] = true
 		}
 	}
-	return out, nil
+	return out, msgs, nil
 }
 
 // batchIDsOf decodes the campaign batches of one stream message.
