@@ -509,3 +509,49 @@ func TestBodyLimitsAndShapes(t *testing.T) {
 	wantDetail(t, g.do("GET", "/api/campaigns/send", co.key, nil), 405, "Method Not Allowed")
 	wantDetail(t, g.do("GET", "/nope", "", nil), 404, "Not Found")
 }
+
+// A hand-off in doubt (the group was sent, no acknowledgement came) keeps
+// its batch id under the Idempotency-Key; the retry is published alone
+// under that id, on the batch's own subject, and found there by GET
+// /api/batches/{id}.
+func TestDoubtfulHandOffRetriesUnderItsID(t *testing.T) {
+	g := newGateway(t, gwOptions{})
+	co := g.provision("acme")
+	ctx := context.Background()
+	body := campaignBody(co.campaign.ID, "+393331234567")
+	// No stream takes the subjects: the group is published and refused.
+	if err := g.js.DeleteStream(ctx, g.busCfg.Stream); err != nil {
+		t.Fatal(err)
+	}
+	if r := g.post("/api/campaigns/send", co.key, body, "Idempotency-Key", "doubt-1"); r.status != http.StatusServiceUnavailable {
+		t.Fatalf("without the stream: %d %s", r.status, r.body)
+	}
+	rdb := redisClient(t, g)
+	var rec idempotency.Record
+	keys, err := rdb.Keys(ctx, g.redis.KeyPrefix+"idem:"+strconv.FormatInt(co.company.ID, 10)+":campaigns_send:*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("idempotency record: %v %v", keys, err)
+	}
+	raw, err := rdb.Get(ctx, keys[0]).Bytes()
+	if err != nil || json.Unmarshal(raw, &rec) != nil || rec.BatchID == "" {
+		t.Fatalf("the doubtful hand-off kept no batch id: %s %v", raw, err)
+	}
+	if _, err := bus.EnsureStream(ctx, g.js, g.busCfg); err != nil {
+		t.Fatal(err)
+	}
+	r := g.post("/api/campaigns/send", co.key, body, "Idempotency-Key", "doubt-1")
+	if r.status != 202 || r.json(t)["batch_id"] != rec.BatchID {
+		t.Fatalf("retry: %d %s, want 202 with batch %s", r.status, r.body, rec.BatchID)
+	}
+	s, err := g.js.Stream(ctx, g.busCfg.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(ctx, bus.ForBatch(g.busCfg.CampaignSubject(co.company.ID), rec.BatchID))
+	if err != nil || m.Header.Get("Nats-Msg-Id") != rec.BatchID {
+		t.Fatalf("the retry is not alone on its subject under its id: %v", err)
+	}
+	if got := g.getBatch(co.key, rec.BatchID); got["status"] != "accepted" || got["contacts"] != float64(1) {
+		t.Fatalf("GET the retried batch: %v", got)
+	}
+}
