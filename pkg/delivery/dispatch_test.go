@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"context"
 	"io"
 	"maps"
 	"net/http"
@@ -462,14 +461,7 @@ func TestUndecodableBatchIsRejected(t *testing.T) {
 		return err == nil && n == 1
 	})
 	// Terminated, not redelivered: the work queue is empty.
-	eventually(t, 5*time.Second, "stream empty", func() bool {
-		s, err := h.js.Stream(context.Background(), h.busCfg.Stream)
-		if err != nil {
-			return false
-		}
-		info, err := s.Info(context.Background())
-		return err == nil && info.State.Msgs == 0
-	})
+	h.waitStreamEmpty(5 * time.Second)
 }
 
 func TestAccountThroughputIsRespected(t *testing.T) {

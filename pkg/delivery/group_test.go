@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -56,14 +55,7 @@ func TestAGroupIsExpandedBatchByBatch(t *testing.T) {
 			t.Errorf("batch %s has %d messages, want 20", id, n)
 		}
 	}
-	eventually(t, 10*time.Second, "the group acked", func() bool {
-		s, err := h.js.Stream(context.Background(), h.busCfg.Stream)
-		if err != nil {
-			return false
-		}
-		info, err := s.Info(context.Background())
-		return err == nil && info.State.Msgs == 0
-	})
+	h.waitStreamEmpty(10 * time.Second) // the group acked
 	var rejected int
 	if err := h.pool.QueryRow(h.ctx, `SELECT count(*) FROM rejected_bus_messages WHERE subject = $1`,
 		h.busCfg.GroupSubject(bus.KindCampaignBatches, g)).Scan(&rejected); err != nil || rejected != 2 {

@@ -181,6 +181,20 @@ func (h *harness) publish(b proto.Message, msgID string) {
 	}
 }
 
+// waitStreamEmpty waits until the work queue holds nothing: every stream
+// message acked or terminated.
+func (h *harness) waitStreamEmpty(within time.Duration) {
+	h.t.Helper()
+	eventually(h.t, within, "stream empty", func() bool {
+		s, err := h.js.Stream(context.Background(), h.busCfg.Stream)
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(context.Background())
+		return err == nil && info.State.Msgs == 0
+	})
+}
+
 // sends is how many accepted sends the simulator received for a number.
 func (h *harness) sends(phone string) int64 { return h.sim.SendCount(phone) }
 
