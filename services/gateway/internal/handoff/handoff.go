@@ -98,16 +98,18 @@ func (p *Publisher) JetStream() jetstream.JetStream { return p.js }
 // id is returned with ErrUnavailable too when the batch may be in the
 // stream (the acknowledgement did not come), so that a retry can reuse it.
 func (p *Publisher) Publish(ctx context.Context, kind string, companyID int64, batchID string, m bus.BatchMessage) (string, error) {
+	// A known id stays with every answer: the batch may be in the stream
+	// from the earlier attempt, and the next retry must reuse the id.
 	c := p.groups[kind]
 	if c == nil {
-		return "", fmt.Errorf("publish: no batch kind %q", kind)
+		return batchID, fmt.Errorf("publish: no batch kind %q", kind)
 	}
 	data, err := proto.Marshal(m)
 	if err != nil {
-		return "", fmt.Errorf("encode batch: %w", err)
+		return batchID, fmt.Errorf("encode batch: %w", err)
 	}
 	if !p.nc.IsConnected() {
-		return "", fmt.Errorf("%w: %s", ErrUnavailable, p.nc.Status())
+		return batchID, fmt.Errorf("%w: %s", ErrUnavailable, p.nc.Status())
 	}
 	if batchID != "" {
 		subject := bus.ForBatch(p.cfg.KindSubject(kind)+"."+strconv.FormatInt(companyID, 10), batchID)
