@@ -122,13 +122,18 @@ type engine struct {
 	slots    chan struct{}
 	// sendCtx outlives shutdown: in-flight provider calls finish.
 	sendCtx context.Context
+	// callTimeout bounds one provider call (Deps.ProviderTimeout).
+	callTimeout time.Duration
 
 	mu      sync.Mutex
 	warner  *ops.Warner
 	runCtx  context.Context
 	workers map[int64]*laneWorker
-	wg      sync.WaitGroup
-	sends   sync.WaitGroup
+	// handed is how many handed-off messages wait for a send slot
+	// (handoff.go).
+	handed int
+	wg     sync.WaitGroup
+	sends  sync.WaitGroup
 }
 
 type laneWorker struct {
@@ -483,7 +488,14 @@ func throttleKey(acct catalog.MessagingAccount) string {
 func (e *engine) dispatch(ctx context.Context, acct catalog.MessagingAccount, msgs []claimed) {
 	left, _ := e.throttle.WaitEach(ctx, throttleKey(acct), acct.ThroughputPerSecond, len(msgs), func(granted int) {
 		for _, m := range msgs[:granted] {
-			e.launch(acct, m)
+			if e.fresh(m) {
+				e.launch(acct, m)
+				continue
+			}
+			at := e.now()
+			e.rec.add(outcome{kind: kindRelease, id: m.id, batchID: m.batchID, claimedAt: m.claimedAt, notBefore: at, at: at})
+			e.m.messages.WithLabelValues(string(e.lane), "released").Inc()
+			e.release(1)
 		}
 		msgs = msgs[granted:]
 	})
@@ -496,6 +508,24 @@ func (e *engine) dispatch(ctx context.Context, acct catalog.MessagingAccount, ms
 		e.m.messages.WithLabelValues(string(e.lane), "released").Inc()
 	}
 	e.release(len(msgs))
+}
+
+// fresh reports whether a claim is young enough to be sent: its outcome,
+// after the longest provider call and a flush, must be recorded before
+// the lease could give the message to another dispatcher. A lane worker's
+// claims start at once; a hand-off's may wait for a slot (handoff.go). A
+// claim too old goes back to the queue unsent.
+func (e *engine) fresh(m claimed) bool {
+	timeout := e.callTimeout
+	if timeout <= 0 {
+		timeout = whatsapp.DefaultTimeout
+	}
+	within := e.cfg.Lease - timeout - e.cfg.FlushInterval - time.Second/2
+	if within <= 0 {
+		// A configuration Config.Validate refuses (tests build their own).
+		within = e.cfg.Lease / 2
+	}
+	return e.now().Sub(m.claimedAt) < within
 }
 
 func (e *engine) launch(acct catalog.MessagingAccount, m claimed) {
