@@ -98,7 +98,10 @@ func (h *handoff) limit(ctx context.Context, tx pgx.Tx, now time.Time) (int, err
 // opted_out_at), the first $10 claimed at $8 (sending, or skipped_opt_out
 // for a contact who opted out of a non-forced batch) and the others in
 // state $4, and returns the claimed ones with what rendering needs, each
-// with the count of every message inserted.
+// with the count of every message inserted. Without ON CONFLICT (a
+// speculative insertion costs a WAL record per row): the caller holds the
+// lock of a batch that has no message yet (lockBatch; a batch cancelled in
+// the stream, which a concurrent delivery may find so, is never claimed).
 const insertCampaignSQL = `
 WITH src AS (%s), ins AS (
 	INSERT INTO messages (batch_id, seq, company_id, contact_id, phone, messaging_account_id, state, not_before,
@@ -110,7 +113,6 @@ WITH src AS (%s), ins AS (
 		CASE WHEN s.seq < $10 THEN $8::timestamptz END,
 		CASE WHEN s.seq < $10 AND NOT $7 AND s.opted_out_at IS NOT NULL THEN $8::timestamptz END
 	FROM src s
-	ON CONFLICT (batch_id, seq) DO NOTHING
 	RETURNING id, seq, state
 )
 SELECT i.id, i.state::text, s.phone, COALESCE(s.first_name, ''), COALESCE(s.last_name, ''), s.variables, i.total
