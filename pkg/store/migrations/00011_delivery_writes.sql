@@ -16,7 +16,17 @@ ALTER TABLE messages DROP CONSTRAINT messages_provider_message_id_key;
 -- message against companies added nothing.
 ALTER TABLE messages DROP CONSTRAINT messages_company_id_fkey;
 
+-- Templates and messaging accounts are never deleted but with their
+-- company (which takes its batches and messages along): the check of every
+-- inserted message against them guarded against nothing Parley does, and
+-- a message whose template or account is gone fails when it is sent
+-- ("load template", "messaging account"), as one whose rows were edited.
+ALTER TABLE messages DROP CONSTRAINT messages_template_id_fkey,
+    DROP CONSTRAINT messages_messaging_account_id_fkey;
+
 -- +goose Down
+ALTER TABLE messages ADD CONSTRAINT messages_template_id_fkey FOREIGN KEY (template_id) REFERENCES templates (id),
+    ADD CONSTRAINT messages_messaging_account_id_fkey FOREIGN KEY (messaging_account_id) REFERENCES messaging_accounts (id);
 ALTER TABLE messages ADD CONSTRAINT messages_company_id_fkey
     FOREIGN KEY (company_id) REFERENCES companies (id) ON DELETE CASCADE;
 ALTER TABLE messages ADD CONSTRAINT messages_provider_message_id_key UNIQUE (provider_message_id);
