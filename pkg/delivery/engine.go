@@ -129,11 +129,13 @@ type engine struct {
 	warner  *ops.Warner
 	runCtx  context.Context
 	workers map[int64]*laneWorker
-	// handed is how many handed-off messages wait for a send slot
-	// (handoff.go).
-	handed int
-	wg     sync.WaitGroup
-	sends  sync.WaitGroup
+	// pending are the messages hand-offs claimed, by account, waiting for
+	// the account's lane worker; handed counts them and the reservations
+	// not yet filled (handoff.go).
+	pending map[int64][]claimed
+	handed  int
+	wg      sync.WaitGroup
+	sends   sync.WaitGroup
 }
 
 type laneWorker struct {
@@ -149,6 +151,7 @@ func newEngine(lane Lane, cfg Config, pool *pgxpool.Pool, cat Catalog, sender wh
 		slots:   make(chan struct{}, cfg.Workers),
 		sendCtx: context.Background(),
 		workers: map[int64]*laneWorker{},
+		pending: map[int64][]claimed{},
 		warner:  ops.NewWarner(log, warnInterval),
 	}
 }
@@ -189,6 +192,7 @@ loop:
 	}
 	e.wg.Wait()
 	e.sends.Wait()
+	e.giveBack(0)
 	e.rec.close()
 }
 
@@ -365,6 +369,7 @@ func (e *engine) step(ctx context.Context, accountID int64) (more bool, err erro
 		open, next := NextOpening(acct.Window, e.cache.location(acct.Timezone), now)
 		if !open {
 			closed = true
+			e.giveBack(accountID)
 			tag, err := e.pool.Exec(ctx, deferSQL, accountID, now, next)
 			if err != nil {
 				return false, fmt.Errorf("defer messages of account %d: %w", accountID, err)
@@ -381,15 +386,20 @@ func (e *engine) step(ctx context.Context, accountID int64) (more bool, err erro
 	if slots == 0 {
 		return false, ctx.Err()
 	}
-	// Not cancelled by shutdown: a claim the database made must reach this
-	// process, which then sends or releases its rows, rather than leave them
-	// to the lease.
-	msgs, err := e.claim(context.WithoutCancel(ctx), accountID, slots, e.now(), closed)
-	if err != nil {
-		e.release(slots)
-		return false, err
+	// Messages a hand-off claimed go first; then a claim. The claim is not
+	// cancelled by shutdown: a claim the database made must reach this
+	// process, which then sends or releases its rows, rather than leave
+	// them to the lease.
+	msgs := e.takeHanded(accountID, slots)
+	handed := len(msgs) > 0
+	if !handed {
+		msgs, err = e.claim(context.WithoutCancel(ctx), accountID, slots, e.now(), closed)
+		if err != nil {
+			e.release(slots)
+			return false, err
+		}
+		e.m.claimSize.WithLabelValues(string(e.lane)).Observe(float64(len(msgs)))
 	}
-	e.m.claimSize.WithLabelValues(string(e.lane)).Observe(float64(len(msgs)))
 	send := msgs[:0:0]
 	for _, m := range msgs {
 		if m.state == StateSkippedOptOut {
@@ -401,7 +411,7 @@ func (e *engine) step(ctx context.Context, accountID int64) (more bool, err erro
 	}
 	e.release(slots - len(send))
 	if len(send) == 0 {
-		return len(msgs) == slots, nil
+		return handed || len(msgs) == slots, nil
 	}
 	if !acct.Connected {
 		at := e.now()
@@ -410,10 +420,10 @@ func (e *engine) step(ctx context.Context, accountID int64) (more bool, err erro
 				title: fmt.Sprintf("messaging account %d is disconnected", acct.ID)})
 		}
 		e.release(len(send))
-		return len(msgs) == slots, nil
+		return handed || len(msgs) == slots, nil
 	}
 	e.dispatch(ctx, acct, send)
-	return len(msgs) == slots, nil
+	return handed || len(msgs) == slots, nil
 }
 
 func (e *engine) claim(ctx context.Context, accountID int64, n int, now time.Time, closed bool) ([]claimed, error) {
@@ -516,6 +526,11 @@ func (e *engine) dispatch(ctx context.Context, acct catalog.MessagingAccount, ms
 // claims start at once; a hand-off's may wait for a slot (handoff.go). A
 // claim too old goes back to the queue unsent.
 func (e *engine) fresh(m claimed) bool {
+	return e.now().Sub(m.claimedAt) < e.sendWithin()
+}
+
+// sendWithin is how long after its claim a message may still be sent.
+func (e *engine) sendWithin() time.Duration {
 	timeout := e.callTimeout
 	if timeout <= 0 {
 		timeout = whatsapp.DefaultTimeout
@@ -525,7 +540,7 @@ func (e *engine) fresh(m claimed) bool {
 		// A configuration Config.Validate refuses (tests build their own).
 		within = e.cfg.Lease / 2
 	}
-	return e.now().Sub(m.claimedAt) < within
+	return within
 }
 
 func (e *engine) launch(acct catalog.MessagingAccount, m claimed) {

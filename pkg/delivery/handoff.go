@@ -21,13 +21,16 @@ import (
 // hold: only messages due now, of a batch not cancelled, of an account
 // whose delivery hours are open (or forced), and only when the account
 // has no older due message (oldest first); opt-out is read in the same
-// statement, as the claim reads it. The engine reserves a send slot for
-// each message before the insert (Config.Workers still bounds the claimed
-// rows), and a dispatcher that dies before the outcome is recorded leaves
-// them to the lease like any other claim.
+// statement, as the claim reads it. The claimed messages wait for the
+// account's lane worker, which sends them before it claims more, in the
+// chunks and at the pace of its claims; the engine's handed-off messages
+// are bounded (Config.HandoffMax), one that waited too long is released
+// unsent (engine.fresh), those still waiting at shutdown or when the
+// account's delivery hours close go back to the queue, and a dispatcher
+// that dies leaves them to the lease like any other claim.
 
-// handoff is the claim a fresh batch's expansion makes for the engine: the
-// slots reserved, and the messages claimed once the transaction has
+// handoff is the claim a fresh batch's expansion makes for the engine: how
+// many it may take, and the messages claimed once the transaction has
 // committed.
 type handoff struct {
 	eng      *engine
@@ -38,8 +41,10 @@ type handoff struct {
 }
 
 // reserve sets aside a hand-off of up to n messages: at most one second of
-// the account's throughput, and at most what keeps the engine's handed-off
-// messages not yet given a send slot under Config.HandoffMax; nil when
+// the account's throughput, at most what the account sends in half the
+// time a claim may wait (less what waits for it already), and at most what
+// keeps the engine's handed-off messages not yet taken by their lane
+// worker under Config.HandoffMax; nil when
 // none may be claimed now (the engine is stopping, or the account's
 // delivery hours are closed to a non-forced batch). A handed-off message
 // that could not start while its claim was young enough is released
@@ -59,7 +64,10 @@ func (e *engine) reserve(acct catalog.MessagingAccount, forced bool, n int, now 
 	if e.runCtx == nil || e.runCtx.Err() != nil {
 		return nil
 	}
-	want := min(n, max(acct.ThroughputPerSecond, 1), e.cfg.HandoffMax-e.handed)
+	// What the account's throughput sends in half the time a claim may
+	// wait (engine.fresh), less what already waits for it.
+	perAccount := int(float64(max(acct.ThroughputPerSecond, 1))*e.sendWithin().Seconds()/2) - len(e.pending[acct.ID])
+	want := min(n, max(acct.ThroughputPerSecond, 1), e.cfg.HandoffMax-e.handed, perAccount)
 	if want < 1 {
 		return nil
 	}
@@ -75,8 +83,8 @@ func (e *engine) unhand(n int) {
 }
 
 // limit is how many of the batch's first messages the insert claims: none
-// when the account has older due messages (they go first), else the slots
-// reserved.
+// when the account has older due messages (they go first), else the
+// reservation.
 func (h *handoff) limit(ctx context.Context, tx pgx.Tx, now time.Time) (int, error) {
 	if h == nil {
 		return 0, nil
@@ -191,15 +199,14 @@ func (h *handoff) done(committed bool) {
 	e.adopt(h.acct, send)
 }
 
-// adopt sends messages claimed by a hand-off as a lane worker sends its
-// claims, taking send slots as they free up; on shutdown the messages not
-// started go back to the queue untouched.
+// adopt queues messages claimed by a hand-off for their account's lane
+// worker, which sends them before it claims more (takeHanded), in the
+// chunks and at the pace of its claims.
 func (e *engine) adopt(acct catalog.MessagingAccount, msgs []claimed) {
 	e.mu.Lock()
-	ctx := e.runCtx
-	running := ctx != nil && ctx.Err() == nil
+	running := e.runCtx != nil && e.runCtx.Err() == nil
 	if running {
-		e.wg.Add(1)
+		e.pending[acct.ID] = append(e.pending[acct.ID], msgs...)
 	}
 	e.mu.Unlock()
 	if !running {
@@ -212,22 +219,45 @@ func (e *engine) adopt(acct catalog.MessagingAccount, msgs []claimed) {
 		e.unhand(len(msgs))
 		return
 	}
-	go func() {
-		defer e.wg.Done()
-		for len(msgs) > 0 {
-			n := e.acquire(ctx, len(msgs))
-			if n == 0 {
-				at := e.now()
-				for _, m := range msgs {
-					e.rec.add(outcome{kind: kindRelease, id: m.id, batchID: m.batchID, claimedAt: m.claimedAt, notBefore: at, at: at})
-					e.m.messages.WithLabelValues(string(e.lane), "released").Inc()
-				}
-				e.unhand(len(msgs))
-				return
-			}
-			e.unhand(n)
-			e.dispatch(ctx, acct, msgs[:n])
-			msgs = msgs[n:]
+	e.wake(acct.ID)
+}
+
+// takeHanded takes up to n of an account's handed-off messages.
+func (e *engine) takeHanded(accountID int64, n int) []claimed {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	q := e.pending[accountID]
+	k := min(n, len(q))
+	if k == 0 {
+		return nil
+	}
+	out := append([]claimed(nil), q[:k]...)
+	if k == len(q) {
+		delete(e.pending, accountID)
+	} else {
+		e.pending[accountID] = q[k:]
+	}
+	e.handed -= k
+	return out
+}
+
+// giveBack returns the handed-off messages of an account (every account's
+// when accountID is 0) to the queue unsent, no attempt spent: its delivery
+// hours closed, or the engine is stopping.
+func (e *engine) giveBack(accountID int64) {
+	e.mu.Lock()
+	var back []claimed
+	for id, q := range e.pending {
+		if accountID == 0 || id == accountID {
+			back = append(back, q...)
+			delete(e.pending, id)
 		}
-	}()
+	}
+	e.handed -= len(back)
+	e.mu.Unlock()
+	at := e.now()
+	for _, m := range back {
+		e.rec.add(outcome{kind: kindRelease, id: m.id, batchID: m.batchID, claimedAt: m.claimedAt, notBefore: at, at: at})
+		e.m.messages.WithLabelValues(string(e.lane), "released").Inc()
+	}
 }
