@@ -214,6 +214,17 @@ func (e *engine) wake(accountID int64) {
 }
 
 func (e *engine) discover(ctx context.Context) {
+	// Accounts with handed-off messages first: their worker may have
+	// retired on an error (handoff.go), and they need no query.
+	e.mu.Lock()
+	handed := make([]int64, 0, len(e.pending))
+	for id := range e.pending {
+		handed = append(handed, id)
+	}
+	e.mu.Unlock()
+	for _, id := range handed {
+		e.wake(id)
+	}
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	rows, err := e.pool.Query(qctx, dueAccountsSQL, string(e.lane), e.now())
