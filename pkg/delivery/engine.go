@@ -401,8 +401,11 @@ func (e *engine) step(ctx context.Context, accountID int64) (more bool, err erro
 	// cancelled by shutdown: a claim the database made must reach this
 	// process, which then sends or releases its rows, rather than leave
 	// them to the lease.
-	msgs := e.takeHanded(accountID, slots)
-	handed := len(msgs) > 0
+	msgs, handed, err := e.takeHanded(ctx, accountID, slots)
+	if err != nil {
+		e.release(slots)
+		return false, err
+	}
 	if !handed {
 		msgs, err = e.claim(context.WithoutCancel(ctx), accountID, slots, e.now(), closed)
 		if err != nil {

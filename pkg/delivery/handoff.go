@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -222,14 +223,19 @@ func (e *engine) adopt(acct catalog.MessagingAccount, msgs []claimed) {
 	e.wake(acct.ID)
 }
 
-// takeHanded takes up to n of an account's handed-off messages.
-func (e *engine) takeHanded(accountID int64, n int) []claimed {
+// takeHanded takes up to n of an account's handed-off messages (took says
+// whether there were any). Those of a
+// batch cancelled since they were claimed go back to the queue instead,
+// where the recorder's flush cancels them (CompleteBatches): a cancel
+// stops every handed-off message not yet taken for sending, as it stops
+// every queued one.
+func (e *engine) takeHanded(ctx context.Context, accountID int64, n int) (msgs []claimed, took bool, err error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	q := e.pending[accountID]
 	k := min(n, len(q))
 	if k == 0 {
-		return nil
+		e.mu.Unlock()
+		return nil, false, nil
 	}
 	out := append([]claimed(nil), q[:k]...)
 	if k == len(q) {
@@ -238,7 +244,41 @@ func (e *engine) takeHanded(accountID int64, n int) []claimed {
 		e.pending[accountID] = q[k:]
 	}
 	e.handed -= k
-	return out
+	e.mu.Unlock()
+
+	ids := make([]string, 0, 1)
+	for _, m := range out {
+		if len(ids) == 0 || ids[len(ids)-1] != m.batchID {
+			ids = append(ids, m.batchID)
+		}
+	}
+	rows, err := e.pool.Query(ctx, `SELECT id::text FROM batches WHERE id = ANY($1::uuid[]) AND cancelled_at IS NOT NULL`, ids)
+	var cancelled []string
+	if err == nil {
+		cancelled, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		// Back in line: the next step takes them again.
+		e.mu.Lock()
+		e.pending[accountID] = append(out, e.pending[accountID]...)
+		e.handed += len(out)
+		e.mu.Unlock()
+		return nil, false, fmt.Errorf("cancelled batches of handed-off messages: %w", err)
+	}
+	if len(cancelled) == 0 {
+		return out, true, nil
+	}
+	keep := out[:0]
+	at := e.now()
+	for _, m := range out {
+		if !slices.Contains(cancelled, m.batchID) {
+			keep = append(keep, m)
+			continue
+		}
+		e.rec.add(outcome{kind: kindRelease, id: m.id, batchID: m.batchID, claimedAt: m.claimedAt, notBefore: at, at: at})
+		e.m.messages.WithLabelValues(string(e.lane), "released").Inc()
+	}
+	return keep, true, nil
 }
 
 // giveBack returns the handed-off messages of an account (every account's

@@ -1,8 +1,13 @@
 package delivery
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/parleyhq/parley/pkg/contacts"
 )
@@ -142,5 +147,67 @@ func TestClaimTooOldIsNotSent(t *testing.T) {
 	e.cfg.Lease = 5 * time.Second
 	if e.fresh(claimed{claimedAt: now.Add(-3 * time.Second)}) {
 		t.Error("a claim older than half a 5 s lease counts as fresh")
+	}
+}
+
+// gatedThrottle grants every permit at once, after gate is closed.
+type gatedThrottle struct{ gate chan struct{} }
+
+func (g gatedThrottle) WaitEach(ctx context.Context, _ string, _, n int, use func(granted int)) (int, error) {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return n, ctx.Err()
+	}
+	use(n)
+	return 0, nil
+}
+
+// A batch cancelled while its handed-off messages wait for the lane worker
+// has them cancelled, not sent: only the one already taken for sending
+// goes out (as only a lane worker's claim would).
+func TestCancelStopsHandedOffMessages(t *testing.T) {
+	h := newHarness(t)
+	h.clock.Run()
+	cfg := testConfig()
+	cfg.ClaimBatch = 1 // the worker takes one message at a time
+	gate := gatedThrottle{gate: make(chan struct{})}
+	d, err := New(LaneCampaign, cfg, Deps{
+		Pool: h.pool, JS: h.js, Bus: h.busCfg, Catalog: h.cat, Sender: h.client, Throttle: gate,
+		Clock: h.clock.Now, Log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), Registry: prometheus.NewRegistry(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		select {
+		case <-gate.gate:
+		default:
+			close(gate.gate)
+		}
+		cancel()
+		<-done
+	})
+
+	ph := phones(5)
+	b := h.campaignBatch(ph, false, nil)
+	h.publish(b, "")
+	eventually(t, 10*time.Second, "every message claimed at creation", func() bool {
+		got := h.claimedAtCreation(b.BatchId)
+		return len(got) == 5 && equalBools(got, []bool{true, true, true, true, true})
+	})
+	// The worker took the first message and waits for its permit.
+	time.Sleep(200 * time.Millisecond)
+	h.cancelBatch(b.BatchId)
+	close(gate.gate)
+	got := h.waitBatch(b.BatchId, BatchCompleted, 10*time.Second)
+	if got.Counts[StateSent] != 1 || got.Counts[StateCancelled] != 4 {
+		t.Fatalf("batch = %+v", got)
+	}
+	if n := h.sim.Stats().Accepted; n != 1 {
+		t.Fatalf("the provider accepted %d sends of the cancelled batch, want 1", n)
 	}
 }
