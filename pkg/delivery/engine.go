@@ -134,6 +134,7 @@ type engine struct {
 	// not yet filled (handoff.go).
 	pending map[int64][]claimed
 	handed  int
+	checked map[int64]checkedBatch
 	wg      sync.WaitGroup
 	sends   sync.WaitGroup
 }
@@ -152,6 +153,7 @@ func newEngine(lane Lane, cfg Config, pool *pgxpool.Pool, cat Catalog, sender wh
 		sendCtx: context.Background(),
 		workers: map[int64]*laneWorker{},
 		pending: map[int64][]claimed{},
+		checked: map[int64]checkedBatch{},
 		warner:  ops.NewWarner(log, warnInterval),
 	}
 }
@@ -401,7 +403,7 @@ func (e *engine) step(ctx context.Context, accountID int64) (more bool, err erro
 	// cancelled by shutdown: a claim the database made must reach this
 	// process, which then sends or releases its rows, rather than leave
 	// them to the lease.
-	msgs, handed, err := e.takeHanded(ctx, accountID, slots)
+	msgs, handed, err := e.takeHanded(ctx, accountID, slots, want)
 	if err != nil {
 		e.release(slots)
 		return false, err

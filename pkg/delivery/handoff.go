@@ -224,16 +224,17 @@ func (e *engine) adopt(acct catalog.MessagingAccount, msgs []claimed) {
 }
 
 // takeHanded takes up to n of an account's handed-off messages (took says
-// whether there were any). Those of a
-// batch cancelled since they were claimed go back to the queue instead,
-// where the recorder's flush cancels them (CompleteBatches): a cancel
-// stops every handed-off message not yet taken for sending, as it stops
-// every queued one.
-func (e *engine) takeHanded(ctx context.Context, accountID int64, n int) (msgs []claimed, took bool, err error) {
+// whether there were any). Those of a batch cancelled since they were
+// claimed go back to the queue instead, where the recorder's flush cancels
+// them (CompleteBatches): a batch's cancellation is read again before more
+// than want of its messages (a claim's worth) are taken, so a cancel stops
+// every handed-off message but those, as it stops every queued one.
+func (e *engine) takeHanded(ctx context.Context, accountID int64, n, want int) (msgs []claimed, took bool, err error) {
 	e.mu.Lock()
 	q := e.pending[accountID]
 	k := min(n, len(q))
 	if k == 0 {
+		delete(e.checked, accountID)
 		e.mu.Unlock()
 		return nil, false, nil
 	}
@@ -244,13 +245,24 @@ func (e *engine) takeHanded(ctx context.Context, accountID int64, n int) (msgs [
 		e.pending[accountID] = q[k:]
 	}
 	e.handed -= k
+	last := e.checked[accountID]
 	e.mu.Unlock()
 
-	ids := make([]string, 0, 1)
+	// The batches to read: each but the one read last, unless fewer than
+	// want of its messages were taken since.
+	var ids []string
+	counts := map[string]int{}
 	for _, m := range out {
-		if len(ids) == 0 || ids[len(ids)-1] != m.batchID {
+		if counts[m.batchID] == 0 {
 			ids = append(ids, m.batchID)
 		}
+		counts[m.batchID]++
+	}
+	if len(ids) == 1 && ids[0] == last.batchID && last.taken+len(out) <= want {
+		e.mu.Lock()
+		e.checked[accountID] = checkedBatch{batchID: last.batchID, taken: last.taken + len(out)}
+		e.mu.Unlock()
+		return out, true, nil
 	}
 	rows, err := e.pool.Query(ctx, `SELECT id::text FROM batches WHERE id = ANY($1::uuid[]) AND cancelled_at IS NOT NULL`, ids)
 	var cancelled []string
@@ -265,6 +277,10 @@ func (e *engine) takeHanded(ctx context.Context, accountID int64, n int) (msgs [
 		e.mu.Unlock()
 		return nil, false, fmt.Errorf("cancelled batches of handed-off messages: %w", err)
 	}
+	tail := out[len(out)-1].batchID
+	e.mu.Lock()
+	e.checked[accountID] = checkedBatch{batchID: tail, taken: counts[tail]}
+	e.mu.Unlock()
 	if len(cancelled) == 0 {
 		return out, true, nil
 	}
@@ -279,6 +295,13 @@ func (e *engine) takeHanded(ctx context.Context, accountID int64, n int) (msgs [
 		e.m.messages.WithLabelValues(string(e.lane), "released").Inc()
 	}
 	return keep, true, nil
+}
+
+// checkedBatch is the batch whose cancellation an account's lane worker
+// read last, and how many of its handed-off messages it took since.
+type checkedBatch struct {
+	batchID string
+	taken   int
 }
 
 // giveBack returns the handed-off messages of an account (every account's
