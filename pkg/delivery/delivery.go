@@ -180,8 +180,9 @@ type Config struct {
 	// callbacks applied.
 	SweepInterval time.Duration `env:"PARLEY_DISPATCH_SWEEP_INTERVAL" envDefault:"5s"`
 	// HandoffMax bounds the messages a dispatcher's expansions have claimed
-	// for it that wait for a send slot (handoff.go): beyond it, a fresh
-	// batch's messages are queued for the lane workers' claims.
+	// for it that wait for their account's lane worker (handoff.go): beyond
+	// it, a fresh batch's messages are queued for the lane workers' claims;
+	// 0 turns the hand-off off.
 	HandoffMax int `env:"PARLEY_DISPATCH_HANDOFF_MAX" envDefault:"20000"`
 	// ExpandWorkers is how many batches are expanded at once.
 	ExpandWorkers int `env:"PARLEY_DISPATCH_EXPAND_WORKERS" envDefault:"4"`
