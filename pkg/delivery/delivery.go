@@ -179,6 +179,11 @@ type Config struct {
 	// SweepInterval is how often stale claims are returned and early status
 	// callbacks applied.
 	SweepInterval time.Duration `env:"PARLEY_DISPATCH_SWEEP_INTERVAL" envDefault:"5s"`
+	// HandoffMax bounds the messages a dispatcher's expansions have claimed
+	// for it that wait for their account's lane worker (handoff.go): beyond
+	// it, a fresh batch's messages are queued for the lane workers' claims;
+	// 0 turns the hand-off off.
+	HandoffMax int `env:"PARLEY_DISPATCH_HANDOFF_MAX" envDefault:"20000"`
 	// ExpandWorkers is how many batches are expanded at once.
 	ExpandWorkers int `env:"PARLEY_DISPATCH_EXPAND_WORKERS" envDefault:"4"`
 	// AckWait is how long JetStream waits for a batch's ack before
@@ -205,6 +210,9 @@ func (c Config) Validate(providerTimeout time.Duration) error {
 	positive("PARLEY_DISPATCH_FLUSH_SIZE", c.FlushSize)
 	positive("PARLEY_DISPATCH_RECORDERS", c.Recorders)
 	positive("PARLEY_DISPATCH_EXPAND_WORKERS", c.ExpandWorkers)
+	if c.HandoffMax < 0 {
+		errs = append(errs, errors.New("PARLEY_DISPATCH_HANDOFF_MAX must not be negative"))
+	}
 	durations := []struct {
 		name string
 		v    time.Duration

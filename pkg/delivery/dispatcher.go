@@ -29,9 +29,13 @@ type Deps struct {
 	Sender   whatsapp.Sender
 	Throttle Throttle
 	// Clock is time.Now when nil.
-	Clock    Clock
-	Log      *zap.Logger
-	Registry prometheus.Registerer
+	Clock Clock
+	// ProviderTimeout bounds one provider call (whatsapp.DefaultTimeout
+	// when zero): a claim is not sent once it is too old to be recorded
+	// within the lease after the longest call.
+	ProviderTimeout time.Duration
+	Log             *zap.Logger
+	Registry        prometheus.Registerer
 }
 
 // Dispatcher consumes one lane's batches from the SENDS stream, expands
@@ -71,11 +75,17 @@ func New(lane Lane, cfg Config, d Deps) (*Dispatcher, error) {
 		return nil, fmt.Errorf("dispatcher metrics: %w", err)
 	}
 	log := d.Log.With(zap.String("lane", string(lane)))
-	return &Dispatcher{
+	x := &Dispatcher{
 		lane: lane, cfg: cfg, d: d, m: m, log: log,
 		exp: NewExpander(d.Pool, d.Catalog, d.Clock),
 		eng: newEngine(lane, cfg, d.Pool, d.Catalog, d.Sender, d.Throttle, d.Clock, log, m),
-	}, nil
+	}
+	x.eng.callTimeout = d.ProviderTimeout
+	if x.eng.callTimeout <= 0 {
+		x.eng.callTimeout = whatsapp.DefaultTimeout
+	}
+	x.exp.eng = x.eng // fresh batches hand their first messages over (handoff.go)
+	return x, nil
 }
 
 // Consumer is a durable consumer on the SENDS stream that a lane's

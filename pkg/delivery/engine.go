@@ -122,11 +122,19 @@ type engine struct {
 	slots    chan struct{}
 	// sendCtx outlives shutdown: in-flight provider calls finish.
 	sendCtx context.Context
+	// callTimeout bounds one provider call (Deps.ProviderTimeout).
+	callTimeout time.Duration
 
 	mu      sync.Mutex
 	warner  *ops.Warner
 	runCtx  context.Context
 	workers map[int64]*laneWorker
+	// pending are the messages hand-offs claimed, by account, waiting for
+	// the account's lane worker; handed counts them and the reservations
+	// not yet filled (handoff.go).
+	pending map[int64][]claimed
+	handed  int
+	checked map[int64]checkedBatch
 	wg      sync.WaitGroup
 	sends   sync.WaitGroup
 }
@@ -144,6 +152,8 @@ func newEngine(lane Lane, cfg Config, pool *pgxpool.Pool, cat Catalog, sender wh
 		slots:   make(chan struct{}, cfg.Workers),
 		sendCtx: context.Background(),
 		workers: map[int64]*laneWorker{},
+		pending: map[int64][]claimed{},
+		checked: map[int64]checkedBatch{},
 		warner:  ops.NewWarner(log, warnInterval),
 	}
 }
@@ -184,6 +194,7 @@ loop:
 	}
 	e.wg.Wait()
 	e.sends.Wait()
+	e.giveBack(0)
 	e.rec.close()
 }
 
@@ -205,6 +216,17 @@ func (e *engine) wake(accountID int64) {
 }
 
 func (e *engine) discover(ctx context.Context) {
+	// Accounts with handed-off messages first: their worker may have
+	// retired on an error (handoff.go), and they need no query.
+	e.mu.Lock()
+	handed := make([]int64, 0, len(e.pending))
+	for id := range e.pending {
+		handed = append(handed, id)
+	}
+	e.mu.Unlock()
+	for _, id := range handed {
+		e.wake(id)
+	}
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	rows, err := e.pool.Query(qctx, dueAccountsSQL, string(e.lane), e.now())
@@ -360,6 +382,7 @@ func (e *engine) step(ctx context.Context, accountID int64) (more bool, err erro
 		open, next := NextOpening(acct.Window, e.cache.location(acct.Timezone), now)
 		if !open {
 			closed = true
+			e.giveBack(accountID)
 			tag, err := e.pool.Exec(ctx, deferSQL, accountID, now, next)
 			if err != nil {
 				return false, fmt.Errorf("defer messages of account %d: %w", accountID, err)
@@ -376,15 +399,23 @@ func (e *engine) step(ctx context.Context, accountID int64) (more bool, err erro
 	if slots == 0 {
 		return false, ctx.Err()
 	}
-	// Not cancelled by shutdown: a claim the database made must reach this
-	// process, which then sends or releases its rows, rather than leave them
-	// to the lease.
-	msgs, err := e.claim(context.WithoutCancel(ctx), accountID, slots, e.now(), closed)
+	// Messages a hand-off claimed go first; then a claim. The claim is not
+	// cancelled by shutdown: a claim the database made must reach this
+	// process, which then sends or releases its rows, rather than leave
+	// them to the lease.
+	msgs, handed, err := e.takeHanded(ctx, accountID, slots, want)
 	if err != nil {
 		e.release(slots)
 		return false, err
 	}
-	e.m.claimSize.WithLabelValues(string(e.lane)).Observe(float64(len(msgs)))
+	if !handed {
+		msgs, err = e.claim(context.WithoutCancel(ctx), accountID, slots, e.now(), closed)
+		if err != nil {
+			e.release(slots)
+			return false, err
+		}
+		e.m.claimSize.WithLabelValues(string(e.lane)).Observe(float64(len(msgs)))
+	}
 	send := msgs[:0:0]
 	for _, m := range msgs {
 		if m.state == StateSkippedOptOut {
@@ -396,7 +427,7 @@ func (e *engine) step(ctx context.Context, accountID int64) (more bool, err erro
 	}
 	e.release(slots - len(send))
 	if len(send) == 0 {
-		return len(msgs) == slots, nil
+		return handed || len(msgs) == slots, nil
 	}
 	if !acct.Connected {
 		at := e.now()
@@ -405,10 +436,10 @@ func (e *engine) step(ctx context.Context, accountID int64) (more bool, err erro
 				title: fmt.Sprintf("messaging account %d is disconnected", acct.ID)})
 		}
 		e.release(len(send))
-		return len(msgs) == slots, nil
+		return handed || len(msgs) == slots, nil
 	}
 	e.dispatch(ctx, acct, send)
-	return len(msgs) == slots, nil
+	return handed || len(msgs) == slots, nil
 }
 
 func (e *engine) claim(ctx context.Context, accountID int64, n int, now time.Time, closed bool) ([]claimed, error) {
@@ -483,7 +514,14 @@ func throttleKey(acct catalog.MessagingAccount) string {
 func (e *engine) dispatch(ctx context.Context, acct catalog.MessagingAccount, msgs []claimed) {
 	left, _ := e.throttle.WaitEach(ctx, throttleKey(acct), acct.ThroughputPerSecond, len(msgs), func(granted int) {
 		for _, m := range msgs[:granted] {
-			e.launch(acct, m)
+			if e.fresh(m) {
+				e.launch(acct, m)
+				continue
+			}
+			at := e.now()
+			e.rec.add(outcome{kind: kindRelease, id: m.id, batchID: m.batchID, claimedAt: m.claimedAt, notBefore: at, at: at})
+			e.m.messages.WithLabelValues(string(e.lane), "released").Inc()
+			e.release(1)
 		}
 		msgs = msgs[granted:]
 	})
@@ -496,6 +534,29 @@ func (e *engine) dispatch(ctx context.Context, acct catalog.MessagingAccount, ms
 		e.m.messages.WithLabelValues(string(e.lane), "released").Inc()
 	}
 	e.release(len(msgs))
+}
+
+// fresh reports whether a claim is young enough to be sent: its outcome,
+// after the longest provider call and a flush, must be recorded before
+// the lease could give the message to another dispatcher. A lane worker's
+// claims start at once; a hand-off's may wait for a slot (handoff.go). A
+// claim too old goes back to the queue unsent.
+func (e *engine) fresh(m claimed) bool {
+	return e.now().Sub(m.claimedAt) < e.sendWithin()
+}
+
+// sendWithin is how long after its claim a message may still be sent.
+func (e *engine) sendWithin() time.Duration {
+	timeout := e.callTimeout
+	if timeout <= 0 {
+		timeout = whatsapp.DefaultTimeout
+	}
+	within := e.cfg.Lease - timeout - e.cfg.FlushInterval - time.Second/2
+	if within <= 0 {
+		// A configuration Config.Validate refuses (tests build their own).
+		within = e.cfg.Lease / 2
+	}
+	return within
 }
 
 func (e *engine) launch(acct catalog.MessagingAccount, m claimed) {

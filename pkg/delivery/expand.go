@@ -70,6 +70,9 @@ type Expander struct {
 	pool *pgxpool.Pool
 	cat  Catalog
 	now  Clock
+	// eng, when set, is the engine a fresh campaign batch's first messages
+	// are handed to, claimed as they are created (handoff.go).
+	eng *engine
 }
 
 // NewExpander returns an expander.
@@ -274,6 +277,12 @@ type plan struct {
 	// create inserts the messages and says what that did: the expansion,
 	// the batch's status and its failure ("" unless it failed).
 	create func(ctx context.Context, tx pgx.Tx) (Expansion, BatchState, string, error)
+	// cancelled is set before create runs: the batch was cancelled in the
+	// stream (its messages are cancelled once created; none is claimed).
+	cancelled bool
+	// settle, set by create, completes the batch after its status is
+	// recorded: some of its messages were final at creation.
+	settle bool
 }
 
 // expand records the batch and creates its messages in one transaction:
@@ -292,6 +301,7 @@ func (x *Expander) expand(ctx context.Context, p *plan) (Expansion, error) {
 			out = Expansion{Result: ResultRedelivered}
 			return err
 		}
+		p.cancelled = cancelled
 		status, failure := BatchFailed, p.failure
 		if failure != "" {
 			out = Expansion{Result: ResultFailed, Messages: len(p.phones)}
@@ -304,7 +314,10 @@ func (x *Expander) expand(ctx context.Context, p *plan) (Expansion, error) {
 		if cancelled {
 			return finishCancelled(ctx, tx, p.row.id, out.Messages, failure, p.now, &out)
 		}
-		return finishBatch(ctx, tx, p.row.id, status, out.Messages, failure, p.now)
+		if err := finishBatch(ctx, tx, p.row.id, status, out.Messages, failure, p.now); err != nil || !p.settle {
+			return err
+		}
+		return completeBatches(ctx, tx, []string{p.row.id}, p.now)
 	})
 	if err != nil {
 		return Expansion{}, err
@@ -354,6 +367,12 @@ func (x *Expander) Campaign(ctx context.Context, b *sendsv1.CampaignBatch) (Expa
 	if segmentID := b.GetSegmentId(); segmentID != 0 {
 		p.prepare = func(ctx context.Context, tx pgx.Tx, p *plan) error { return findSegment(ctx, tx, p, segmentID) }
 	}
+	// A fresh batch due now may claim its first messages for this
+	// dispatcher as it creates them (handoff.go).
+	var h *handoff
+	if failure == "" && b.GetSegmentId() == 0 && state == StateQueued {
+		h = x.eng.reserve(acct, row.isForced, len(phones), now)
+	}
 	p.create = func(ctx context.Context, tx pgx.Tx) (Expansion, BatchState, string, error) {
 		var t pgconn.CommandTag
 		var err error
@@ -367,14 +386,12 @@ func (x *Expander) Campaign(ctx context.Context, b *sendsv1.CampaignBatch) (Expa
 				ON CONFLICT (batch_id, seq) DO NOTHING`,
 				row.id, row.companyID, acct.ID, string(state), notBefore, camp.TemplateID, row.isForced, now, *p.row.segmentID)
 		} else {
-			t, err = tx.Exec(ctx, `
-				INSERT INTO messages (batch_id, seq, company_id, contact_id, phone, messaging_account_id, state, not_before,
-					lane, template_id, bypass_rules, created_at, updated_at)
-				SELECT $1, p.ord - 1, $2, c.id, p.phone, $3, $4, $5, 'campaign', $6, $7, $8, $8
-				FROM unnest($9::text[]) WITH ORDINALITY AS p(phone, ord)
-				LEFT JOIN contacts c ON c.company_id = $2 AND c.phone = p.phone
-				ON CONFLICT (batch_id, seq) DO NOTHING`,
-				row.id, row.companyID, acct.ID, string(state), notBefore, camp.TemplateID, row.isForced, now, phones)
+			var n, claimed int
+			n, claimed, err = x.insertPhones(ctx, tx, h, p, acct.ID, string(state), notBefore, camp.TemplateID)
+			if err == nil {
+				return Expansion{Result: ResultExpanded, AccountID: acct.ID, Messages: n, Due: n > claimed && state == StateQueued},
+					statusAfter(n, state), "", nil
+			}
 		}
 		if err != nil {
 			return Expansion{}, "", "", fmt.Errorf("expand batch %s: %w", row.id, err)
@@ -383,7 +400,44 @@ func (x *Expander) Campaign(ctx context.Context, b *sendsv1.CampaignBatch) (Expa
 		return Expansion{Result: ResultExpanded, AccountID: acct.ID, Messages: n, Due: n > 0 && state == StateQueued},
 			statusAfter(n, state), "", nil
 	}
-	return x.expand(ctx, p)
+	out, err := x.expand(ctx, p)
+	h.done(err == nil)
+	return out, err
+}
+
+// insertPhones creates a campaign batch's messages for p.phones: the first
+// ones claimed for h (when the account has no older due message; see
+// handoff.limit), the others in state. It returns how many it created and
+// how many of those it claimed (sent or skipped).
+func (x *Expander) insertPhones(ctx context.Context, tx pgx.Tx, h *handoff, p *plan, accountID int64, state string,
+	notBefore time.Time, templateID int64) (n, claimed int, err error) {
+	limit := 0
+	if !p.cancelled {
+		if limit, err = h.limit(ctx, tx, p.now); err != nil {
+			return 0, 0, err
+		}
+	}
+	row := p.row
+	if limit == 0 {
+		t, err := tx.Exec(ctx, `
+			INSERT INTO messages (batch_id, seq, company_id, contact_id, phone, messaging_account_id, state, not_before,
+				lane, template_id, bypass_rules, created_at, updated_at)
+			SELECT $1, p.ord - 1, $2, c.id, p.phone, $3, $4, $5, 'campaign', $6, $7, $8, $8
+			FROM unnest($9::text[]) WITH ORDINALITY AS p(phone, ord)
+			LEFT JOIN contacts c ON c.company_id = $2 AND c.phone = p.phone
+			ON CONFLICT (batch_id, seq) DO NOTHING`,
+			row.id, row.companyID, accountID, state, notBefore, templateID, row.isForced, p.now, p.phones)
+		return int(t.RowsAffected()), 0, err
+	}
+	n, err = h.insertClaimed(ctx, tx, campaignFromPhones, row.id, row.companyID, templateID, p.now,
+		row.id, row.companyID, accountID, state, notBefore, templateID, row.isForced, p.now, p.phones, limit)
+	if err != nil {
+		return 0, 0, err
+	}
+	// Opted-out contacts' messages are final already: the batch may be
+	// complete (expand settles it after recording its status).
+	p.settle = h.skipped > 0
+	return n, len(h.claimed), nil
 }
 
 // campaignTarget is a campaign and its account, or why a batch of it

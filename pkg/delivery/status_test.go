@@ -27,7 +27,7 @@ func testConfig() Config {
 		Workers: 64, ClaimBatch: 500, Recorders: 2, Lease: 60 * time.Second, MaxAttempts: 3,
 		BackoffBase: time.Second, BackoffCap: 10 * time.Second, PollInterval: 50 * time.Millisecond,
 		FlushInterval: 5 * time.Millisecond, FlushSize: 500, SweepInterval: time.Second, ExpandWorkers: 2,
-		AckWait: 5 * time.Second, CacheTTL: time.Second, ShutdownTimeout: 10 * time.Second,
+		AckWait: 5 * time.Second, CacheTTL: time.Second, ShutdownTimeout: 10 * time.Second, HandoffMax: 10_000,
 	}
 }
 

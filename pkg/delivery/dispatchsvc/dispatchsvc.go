@@ -122,7 +122,7 @@ func New(ctx context.Context, lane delivery.Lane, addr string, cfg Config, log *
 	closers.Add(client.Close)
 	d, err := delivery.New(lane, cfg.Dispatch, delivery.Deps{
 		Pool: pool, JS: js, Bus: cfg.NATS, Catalog: catalog.NewStore(pool, box),
-		Sender: client, Throttle: limiter, Log: log, Registry: probe.Registry(),
+		Sender: client, Throttle: limiter, Log: log, Registry: probe.Registry(), ProviderTimeout: cfg.Provider.Timeout,
 	})
 	if err != nil {
 		return fail(err)
