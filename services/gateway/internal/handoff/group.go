@@ -30,13 +30,33 @@ type entry struct {
 	err    error
 }
 
+// group is one stream message of batches.
+type group struct {
+	id      bus.GroupID
+	entries []*entry
+	size    int
+}
+
 // commit waits until the batch's group is acknowledged and returns its id.
+// The request that starts a group holding its own batch publishes it
+// itself: with nothing in flight a lone batch goes at once, with no other
+// goroutine between the request and its publish.
 func (c *committer) commit(ctx context.Context, data []byte) (string, error) {
+	if c.p.o.GroupMaxBatches == 1 {
+		return c.alone(ctx, data)
+	}
 	e := &entry{data: data, done: make(chan struct{})}
 	c.mu.Lock()
 	c.queue = append(c.queue, e)
-	c.flushLocked()
+	started := c.startLocked()
 	c.mu.Unlock()
+	for _, g := range started {
+		if g.entries[len(g.entries)-1] == e {
+			c.send(g)
+		} else {
+			go c.send(g)
+		}
+	}
 	select {
 	case <-e.done:
 		return e.id, e.err
@@ -58,15 +78,31 @@ func (c *committer) commit(ctx context.Context, data []byte) (string, error) {
 	return e.id, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
 }
 
-// flushLocked starts groups while fewer than GroupsInFlight are awaiting
-// their ack and batches are waiting. With GroupMaxBatches 1 (the group
-// commit off) every batch starts at once, however many are in flight: one
-// stream message per request, as before group commit. The caller holds
-// c.mu.
-func (c *committer) flushLocked() {
+// alone publishes one batch as a group of its own, at once, in the
+// caller's goroutine: the group commit off (GroupMaxBatches 1), one stream
+// message per request as before it.
+func (c *committer) alone(ctx context.Context, data []byte) (string, error) {
+	g, err := bus.NewGroupID(time.Now())
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	id := g.BatchID(0)
+	msg := bus.EncodeGroup(nil, [][]byte{bus.WithBatchID(data, id)})
+	ack, err := c.p.publish(ctx, c.p.cfg.GroupSubject(c.kind, g), g.String(), msg)
+	if err == nil && ack.Duplicate {
+		err = fmt.Errorf("%w: group id %s was taken", ErrUnavailable, g)
+	}
+	c.p.sizes.Observe(1)
+	return id, err
+}
+
+// startLocked seals groups while fewer than GroupsInFlight are awaiting
+// their ack and batches are waiting, and returns them to be sent. The
+// caller holds c.mu.
+func (c *committer) startLocked() []*group {
+	var started []*group
 	maxBytes := int(c.p.nc.MaxPayload()) - 1024 // room for the headers
-	off := c.p.o.GroupMaxBatches == 1
-	for (off || c.inFlight < c.p.o.GroupsInFlight) && len(c.queue) > 0 {
+	for c.inFlight < c.p.o.GroupsInFlight && len(c.queue) > 0 {
 		n, size := 0, 0
 		for n < len(c.queue) && n < c.p.o.GroupMaxBatches {
 			next := size + bus.GroupSize(len(c.queue[n].data)+idFieldSize)
@@ -75,55 +111,60 @@ func (c *committer) flushLocked() {
 			}
 			n, size = n+1, next
 		}
-		group := c.queue[:n:n]
+		entries := c.queue[:n:n]
 		if n == len(c.queue) {
 			c.queue = nil
 		} else {
 			c.queue = c.queue[n:]
 		}
-		g, err := bus.NewGroupID(time.Now())
-		for i, e := range group {
+		id, err := bus.NewGroupID(time.Now())
+		for i, e := range entries {
 			e.sealed = true
 			if err == nil {
-				e.id = g.BatchID(i)
+				e.id = id.BatchID(i)
 			}
 		}
 		if err != nil {
-			c.finish(group, err)
+			finish(entries, fmt.Errorf("%w: %v", ErrUnavailable, err))
 			continue
 		}
 		c.inFlight++
-		go c.send(g, group, size)
+		started = append(started, &group{id: id, entries: entries, size: size})
 	}
+	return started
 }
 
 // idFieldSize is the encoded size of a batch_id field (a UUID's 36 bytes).
 var idFieldSize = len(bus.WithBatchID(nil, "00000000-0000-0000-0000-000000000000"))
 
-// send publishes one group and answers its batches.
-func (c *committer) send(g bus.GroupID, group []*entry, size int) {
-	batches := make([][]byte, len(group))
-	for i, e := range group {
+// send publishes one group, starts the groups that waited for it (in
+// goroutines of their own) and answers its batches.
+func (c *committer) send(g *group) {
+	batches := make([][]byte, len(g.entries))
+	for i, e := range g.entries {
 		batches[i] = bus.WithBatchID(e.data, e.id)
 	}
-	data := bus.EncodeGroup(make([]byte, 0, size), batches)
-	ack, err := c.p.publish(context.Background(), c.p.cfg.GroupSubject(c.kind, g), g.String(), data)
+	data := bus.EncodeGroup(make([]byte, 0, g.size), batches)
+	ack, err := c.p.publish(context.Background(), c.p.cfg.GroupSubject(c.kind, g.id), g.id.String(), data)
 	if err == nil && ack.Duplicate {
 		// Another group had this id (odds of 2^-58): these batches are not
 		// stored. The requests fail and their retries get new ids.
-		err = fmt.Errorf("%w: group id %s was taken", ErrUnavailable, g)
+		err = fmt.Errorf("%w: group id %s was taken", ErrUnavailable, g.id)
 	}
-	c.p.sizes.Observe(float64(len(group)))
+	c.p.sizes.Observe(float64(len(g.entries)))
 	c.mu.Lock()
 	c.inFlight--
-	c.flushLocked()
+	next := c.startLocked()
 	c.mu.Unlock()
-	c.finish(group, err)
+	for _, n := range next {
+		go c.send(n)
+	}
+	finish(g.entries, err)
 }
 
 // finish answers a group's batches.
-func (c *committer) finish(group []*entry, err error) {
-	for _, e := range group {
+func finish(entries []*entry, err error) {
+	for _, e := range entries {
 		e.err = err
 		close(e.done)
 	}
