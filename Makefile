@@ -198,7 +198,7 @@ bench-delivery: ## load test: the campaign dispatcher against its naive floor (m
 # The first part of bench-delivery alone (issue 14): the campaign dispatcher
 # against its naive floor.
 .PHONY: bench-delivery-floor
-bench-delivery-floor: ## load test: the campaign dispatcher against a naive dispatcher on the same 20,000 messages (msg/s and ratio, CPU per message by process, PostgreSQL writes and WAL per message; fails on lost or duplicated sends)
+bench-delivery-floor: ## load test: the campaign dispatcher against a naive dispatcher on the same 20,000 messages (msg/s and ratio, CPU per message by process, PostgreSQL writes and WAL per message; fails on lost or duplicated sends, or a ratio under 1.0x)
 	@cd services/campaign-dispatcher && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery$$/^Floor' .
 
 # PARLEY_DRILL_CONTACTS (50000), PARLEY_DRILL_THROUGHPUT (the account's, 2000/s)
