@@ -87,13 +87,20 @@ func (c *committer) alone(ctx context.Context, data []byte) (string, error) {
 		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	id := g.BatchID(0)
-	msg := bus.EncodeGroup(nil, [][]byte{bus.WithBatchID(data, id)})
-	ack, err := c.p.publish(ctx, c.p.cfg.GroupSubject(c.kind, g), g.String(), msg)
+	return id, c.publish(ctx, g, bus.EncodeGroup(nil, [][]byte{bus.WithBatchID(data, id)}), 1)
+}
+
+// publish sends a group of n batches as one stream message under its id
+// and waits for the ack. A duplicate means another group had this id (odds
+// of 2^-58): these batches are not stored, and their requests fail (their
+// retries get new ids).
+func (c *committer) publish(ctx context.Context, g bus.GroupID, data []byte, n int) error {
+	ack, err := c.p.publish(ctx, c.p.cfg.GroupSubject(c.kind, g), g.String(), data)
 	if err == nil && ack.Duplicate {
 		err = fmt.Errorf("%w: group id %s was taken", ErrUnavailable, g)
 	}
-	c.p.sizes.Observe(1)
-	return id, err
+	c.p.sizes.Observe(float64(n))
+	return err
 }
 
 // startLocked seals groups while fewer than GroupsInFlight are awaiting
@@ -144,14 +151,7 @@ func (c *committer) send(g *group) {
 	for i, e := range g.entries {
 		batches[i] = bus.WithBatchID(e.data, e.id)
 	}
-	data := bus.EncodeGroup(make([]byte, 0, g.size), batches)
-	ack, err := c.p.publish(context.Background(), c.p.cfg.GroupSubject(c.kind, g.id), g.id.String(), data)
-	if err == nil && ack.Duplicate {
-		// Another group had this id (odds of 2^-58): these batches are not
-		// stored. The requests fail and their retries get new ids.
-		err = fmt.Errorf("%w: group id %s was taken", ErrUnavailable, g.id)
-	}
-	c.p.sizes.Observe(float64(len(g.entries)))
+	err := c.publish(context.Background(), g.id, bus.EncodeGroup(make([]byte, 0, g.size), batches), len(g.entries))
 	c.mu.Lock()
 	c.inFlight--
 	next := c.startLocked()
