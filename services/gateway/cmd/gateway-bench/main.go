@@ -85,8 +85,7 @@ func throughput(ctx context.Context, args []string) error {
 	fs.IntVar(&o.Rounds, "rounds", 3, "alternating floor and gateway runs at 10 contacts (the median ratio is reported)")
 	fs.StringVar(&o.GatewayBinary, "gateway", "", "gateway binary (default: built from this module)")
 	fs.DurationVar(&o.RedisTimeout, "redis-timeout", time.Second, "the gateway's PARLEY_REDIS_TIMEOUT: every limit decision must be Redis's (a fallback fails the run); 50ms is production's")
-	fs.StringVar(&o.NATSServer, "nats-server", "", "the nats-server binary of the private servers (make passes bin/nats-server-<version>)")
-	fs.IntVar(&o.PortBase, "port-base", 8520, "the private servers listen on port-base+1 (NATS), +2 (its monitoring), +3 (Redis), +4 (PostgreSQL)")
+	privateServerFlags(fs, &o.NATSServer, &o.PortBase, 8520)
 	fs.BoolVar(&o.Shared, "shared", false, "run on the shared local servers (their NATS's own sync_interval) instead of private ones with sync_interval always")
 	_ = fs.Parse(args)
 	return loadtest.Bench(ctx, o, os.Stdout)
@@ -113,8 +112,7 @@ func revoke(ctx context.Context, args []string) error {
 func capacity(ctx context.Context, args []string) error {
 	var o loadtest.CapacityOptions
 	fs := flag.NewFlagSet("gateway-bench capacity", flag.ExitOnError)
-	fs.StringVar(&o.NATSServer, "nats-server", "", "the nats-server binary (make passes bin/nats-server-<version>)")
-	fs.IntVar(&o.PortBase, "port-base", 8500, "the private servers listen on port-base+1 (NATS), +2 (its monitoring), +3 (Redis), +4 (PostgreSQL)")
+	privateServerFlags(fs, &o.NATSServer, &o.PortBase, 8500)
 	fs.IntVar(&o.Companies, "companies", 1000, "companies provisioned, each with a key, a number and a campaign")
 	fs.IntVar(&o.Conns, "conns", 32, "keep-alive connections of the 10-contact load")
 	fs.DurationVar(&o.Warmup, "warmup", 3*time.Second, "time driven before measuring the 10-contact load")
@@ -137,8 +135,7 @@ func capacity(ctx context.Context, args []string) error {
 func natsKill(ctx context.Context, args []string) error {
 	var o loadtest.NATSKillOptions
 	fs := flag.NewFlagSet("gateway-bench nats-kill", flag.ExitOnError)
-	fs.StringVar(&o.NATSServer, "nats-server", "", "the nats-server binary (make passes bin/nats-server-<version>)")
-	fs.IntVar(&o.PortBase, "port-base", 8510, "the private servers listen on port-base+1 (NATS), +2 (its monitoring), +3 (Redis), +4 (PostgreSQL)")
+	privateServerFlags(fs, &o.NATSServer, &o.PortBase, 8510)
 	fs.IntVar(&o.Companies, "companies", 2000, "companies provisioned, each with a key and a campaign")
 	fs.IntVar(&o.Conns, "conns", 32, "concurrent requests of the load")
 	fs.DurationVar(&o.Before, "before", 5*time.Second, "load before nats-server is killed")
@@ -152,4 +149,11 @@ func natsKill(ctx context.Context, args []string) error {
 		return fmt.Errorf("every count and duration must be positive")
 	}
 	return loadtest.NATSKill(ctx, o, os.Stdout)
+}
+
+// privateServerFlags are the flags of the private servers a run starts:
+// the nats-server binary and where their ports begin.
+func privateServerFlags(fs *flag.FlagSet, natsServer *string, portBase *int, base int) {
+	fs.StringVar(natsServer, "nats-server", "", "the nats-server binary of the private servers (make passes bin/nats-server-<version>)")
+	fs.IntVar(portBase, "port-base", base, "the private servers listen on port-base+1 (NATS), +2 (its monitoring), +3 (Redis), +4 (PostgreSQL)")
 }
