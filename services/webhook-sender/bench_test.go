@@ -30,7 +30,7 @@ func TestBenchEvents(t *testing.T) {
 	backlog := e.newCompany("backlog")
 	e.campaign(backlog, benchMessages)
 	deadline := time.Now().Add(3 * time.Minute)
-	for e.count(`SELECT count(*) FROM event_outbox WHERE company_id = $1`, backlog.c.ID) < benchMessages+1 {
+	for e.Count(`SELECT count(*) FROM event_outbox WHERE company_id = $1`, backlog.Company.ID) < benchMessages+1 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the campaign's events did not reach the outbox within 3m")
 		}
@@ -87,10 +87,10 @@ func (e *env) sample(c company) (stop func()) {
 			case <-time.After(500 * time.Millisecond):
 			}
 			var made, outbox, rows, pending int
-			_ = e.pool.QueryRow(e.ctx, `SELECT (SELECT count(*) FROM drill_events WHERE company_id = $1),
+			_ = e.Pool.QueryRow(e.Ctx, `SELECT (SELECT count(*) FROM drill_events WHERE company_id = $1),
 				(SELECT count(*) FROM event_outbox WHERE company_id = $1),
 				(SELECT count(*) FROM webhook_deliveries WHERE company_id = $1),
-				(SELECT count(*) FROM webhook_deliveries WHERE company_id = $1 AND status = 'pending')`, c.c.ID).
+				(SELECT count(*) FROM webhook_deliveries WHERE company_id = $1 AND status = 'pending')`, c.Company.ID).
 				Scan(&made, &outbox, &rows, &pending)
 			e.t.Logf("made %6d  outbox %6d  deliveries %6d  pending %6d  received %6d", made, outbox, rows, pending, e.recv.Stats(c.name).Unique)
 		}

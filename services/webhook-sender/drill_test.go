@@ -34,7 +34,7 @@ func TestDrillReceiverDown(t *testing.T) {
 	time.Sleep(60 * time.Second)
 	e.rl.up(t)
 	t.Logf("receiver back after %s; %d events in the outbox so far", time.Since(downAt).Round(time.Second),
-		e.count(`SELECT count(*) FROM drill_events WHERE company_id = $1`, c.c.ID))
+		e.Count(`SELECT count(*) FROM drill_events WHERE company_id = $1`, c.Company.ID))
 	tl := e.waitAll(c, n, 5*time.Minute)
 	t.Logf("receiver down 60 s: events %d, received %d, lost %d, duplicates %d; all in %s after it came back",
 		tl.events, tl.received, tl.lost, tl.duplicates, time.Since(downAt.Add(60*time.Second)).Round(time.Second))
@@ -66,7 +66,7 @@ func TestDrillSenderKill(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // requests on the wire land
 	accepted := e.recv.Counts(c.name)
 	var held, inFlight int
-	rows, err := e.pool.Query(e.ctx, `SELECT event_id::text FROM webhook_deliveries WHERE company_id = $1 AND status = 'pending'`, c.c.ID)
+	rows, err := e.Pool.Query(e.Ctx, `SELECT event_id::text FROM webhook_deliveries WHERE company_id = $1 AND status = 'pending'`, c.Company.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
