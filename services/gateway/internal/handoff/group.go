@@ -82,7 +82,7 @@ func (c *committer) commit(ctx context.Context, data []byte) (string, error) {
 // caller's goroutine: the group commit off (GroupMaxBatches 1), one stream
 // message per request as before it.
 func (c *committer) alone(ctx context.Context, data []byte) (string, error) {
-	g, err := bus.NewGroupID(time.Now())
+	g, err := c.p.newGroupID(time.Now())
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
@@ -124,7 +124,7 @@ func (c *committer) startLocked() []*group {
 		} else {
 			c.queue = c.queue[n:]
 		}
-		id, err := bus.NewGroupID(time.Now())
+		id, err := c.p.newGroupID(time.Now())
 		for i, e := range entries {
 			e.sealed = true
 			if err == nil {

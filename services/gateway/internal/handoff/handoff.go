@@ -61,6 +61,8 @@ type Publisher struct {
 
 	groups map[string]*committer
 	sizes  prometheus.Histogram
+	// newGroupID is bus.NewGroupID (a test may draw the same id twice).
+	newGroupID func(time.Time) (bus.GroupID, error)
 }
 
 // New returns a publisher on cfg's subjects.
@@ -72,7 +74,7 @@ func New(nc *nats.Conn, cfg bus.Config, o Options) (*Publisher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	p := &Publisher{js: js, nc: nc, cfg: cfg, o: o, groups: map[string]*committer{},
+	p := &Publisher{js: js, nc: nc, cfg: cfg, o: o, groups: map[string]*committer{}, newGroupID: bus.NewGroupID,
 		sizes: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "parley_gateway_group_batches",
 			Help:    "Batches committed per stream message (the gateway's group commit).",

@@ -251,3 +251,33 @@ func TestGroupCommitOff(t *testing.T) {
 		t.Fatalf("%d batches in %d stream messages, want one each", n, msgs)
 	}
 }
+
+// A group id drawn twice (58 random bits per millisecond, so never in
+// practice): JetStream reports the second publish as a duplicate, and its
+// request gets ErrUnavailable, not an id for a batch that was not stored.
+func TestAGroupIDDrawnTwiceFailsTheSecondGroup(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, maxBatches := range []int{1, 64} { // the group commit off and on
+		e := newEnvMax(t, 1, maxBatches)
+		g, err := bus.NewGroupID(time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		handoff.SetGroupIDs(e.p, func(time.Time) (bus.GroupID, error) { return g, nil })
+		first, err := e.p.Publish(ctx, bus.KindCampaignBatches, 1, "", &sendsv1.CampaignBatch{CompanyId: 1, CampaignId: 1})
+		if err != nil || first != g.BatchID(0) {
+			t.Fatalf("max %d: first group: %q, %v", maxBatches, first, err)
+		}
+		if _, err := e.p.Publish(ctx, bus.KindCampaignBatches, 1, "", &sendsv1.CampaignBatch{CompanyId: 1, CampaignId: 2}); !errors.Is(err, handoff.ErrUnavailable) {
+			t.Fatalf("max %d: a second group under the same id: %v, want ErrUnavailable", maxBatches, err)
+		}
+		b, _, err := e.cfg.FindBatch(ctx, e.stream, 1, first)
+		if err != nil || b.(*sendsv1.CampaignBatch).GetCampaignId() != 1 {
+			t.Fatalf("max %d: the first group's batch: %v, %v", maxBatches, b, err)
+		}
+		if n := e.msgs(t); n != 1 {
+			t.Fatalf("max %d: %d stream messages, want 1", maxBatches, n)
+		}
+	}
+}
