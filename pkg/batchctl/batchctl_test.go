@@ -57,6 +57,7 @@ func newFixture(t *testing.T) *fixture {
 		return c
 	}
 	f.comp, f.other = company("acme"), company("globex")
+	storetest.Subscribe(t, pool, f.comp.ID) // its changes write their events
 	acct, err := f.cat.CreateMessagingAccount(ctx, catalog.NewMessagingAccount{CompanyID: f.comp.ID, Name: "main",
 		PhoneNumberID: fmt.Sprintf("77%09d", seq.Add(1)), AccessToken: "test-token-0123456789", Connected: true,
 		Timezone: "UTC", ThroughputPerSecond: 80})

@@ -44,7 +44,7 @@ func messageEventType(s State) (events.Type, bool) {
 
 // EmitMessages records the events of changed messages with db, the
 // transaction that changed them.
-func EmitMessages(ctx context.Context, db events.Execer, msgs []ChangedMessage) error {
+func EmitMessages(ctx context.Context, db events.DB, msgs []ChangedMessage) error {
 	evs := make([]events.Event, 0, len(msgs))
 	for _, m := range msgs {
 		t, ok := messageEventType(m.State)

@@ -74,6 +74,7 @@ func TestRecordConsentOrder(t *testing.T) {
 	if err := pool.QueryRow(ctx, `INSERT INTO companies (slug, name) VALUES ('acme', 'Acme') RETURNING id`).Scan(&company); err != nil {
 		t.Fatal(err)
 	}
+	storetest.Subscribe(t, pool, company) // its changes write their events
 	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	rec := func(out bool, wamid string, at time.Time) contacts.ConsentResult {
 		t.Helper()

@@ -21,7 +21,7 @@ type changedMessage = batchview.ChangedMessage
 
 // emitMessages records the events of changed messages with db, the
 // transaction that changed them (batchview.EmitMessages).
-func emitMessages(ctx context.Context, db events.Execer, msgs []changedMessage) error {
+func emitMessages(ctx context.Context, db events.DB, msgs []changedMessage) error {
 	return batchview.EmitMessages(ctx, db, msgs)
 }
 

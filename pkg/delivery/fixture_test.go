@@ -65,7 +65,7 @@ func (c *testClock) Advance(d time.Duration) {
 var phoneSeq atomic.Int64
 
 // fixture is one company configured to send: an account, a template, a
-// campaign and an automation, in a fresh database.
+// campaign, an automation and a webhook endpoint, in a fresh database.
 type fixture struct {
 	t       testing.TB
 	ctx     context.Context
@@ -93,6 +93,8 @@ func newFixture(t testing.TB) *fixture {
 	f := &fixture{t: t, ctx: ctx, dbURL: url, pool: pool, cat: catalog.NewStore(pool, box),
 		clock: newTestClock(time.Date(2025, 6, 2, 12, 0, 0, 0, time.UTC))}
 	f.company = f.newCompany("acme")
+	// A webhook endpoint, so that its changes write their events.
+	storetest.Subscribe(t, pool, f.company.ID)
 	f.acct = f.newAccount(f.company.ID, nil, "UTC", 2000)
 	f.tpl = f.newTemplate(f.company.ID, whatsapp.Template{
 		Name: "order_update", Language: "en_US",

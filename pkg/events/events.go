@@ -14,9 +14,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -114,30 +116,102 @@ type Contact struct {
 	ChangedAt         time.Time `json:"changed_at"`
 }
 
-// Execer is a transaction, a connection or a pool: what Append writes with.
-// Pass the transaction that makes the change.
-type Execer interface {
+// DB is a transaction, a connection or a pool: what Append reads the
+// subscriptions and writes the events with. Pass the transaction that makes
+// the change.
+type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
 const appendSQL = `
 INSERT INTO event_outbox (id, company_id, type, occurred_at, data)
 SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::timestamptz[], $5::jsonb[])`
 
-// Append records evs in the outbox with db, in one statement. Call it with
+// subscriptionsSQL reads, for the companies of the events being appended,
+// the event filters of their enabled endpoints: what the fan-out would
+// deliver to (an empty filter is every type).
+const subscriptionsSQL = `
+SELECT company_id, event_types FROM webhook_endpoints WHERE company_id = ANY($1::bigint[]) AND enabled`
+
+// subscriptions is, per company, the event types its enabled endpoints
+// receive; all is set for a company with an endpoint that takes every type.
+type subscriptions map[int64]*subscription
+
+type subscription struct {
+	all   bool
+	types map[Type]bool
+}
+
+func (s subscriptions) want(e Event) bool {
+	c := s[e.CompanyID]
+	return c != nil && (c.all || c.types[e.Type])
+}
+
+// subscribed reads what the enabled endpoints of evs' companies receive.
+func subscribed(ctx context.Context, db DB, evs []Event) (subscriptions, error) {
+	ids := make([]int64, 0, 1)
+	for _, e := range evs {
+		if !slices.Contains(ids, e.CompanyID) {
+			ids = append(ids, e.CompanyID)
+		}
+	}
+	rows, err := db.Query(ctx, subscriptionsSQL, ids)
+	if err != nil {
+		return nil, fmt.Errorf("webhook subscriptions: %w", err)
+	}
+	defer rows.Close()
+	subs := subscriptions{}
+	for rows.Next() {
+		var company int64
+		var types []string
+		if err := rows.Scan(&company, &types); err != nil {
+			return nil, fmt.Errorf("webhook subscriptions: %w", err)
+		}
+		c := subs[company]
+		if c == nil {
+			c = &subscription{types: map[Type]bool{}}
+			subs[company] = c
+		}
+		c.all = c.all || len(types) == 0
+		for _, t := range types {
+			c.types[Type(t)] = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("webhook subscriptions: %w", err)
+	}
+	return subs, nil
+}
+
+// Append records in the outbox, with db, in one statement, the events of
+// evs that an enabled webhook endpoint of their company subscribes to. An
+// event no endpoint would receive is not written: the fan-out would drop
+// it, and a company without webhooks (or that subscribes to batch events
+// only) would pay an outbox row, a relay pass and a stream message per
+// message for nothing. So an endpoint receives the events of the changes
+// whose transaction read the subscriptions after the endpoint was created,
+// enabled or subscribed (in practice: committed after it). Call Append with
 // the transaction that commits the change the events describe.
-func Append(ctx context.Context, db Execer, evs ...Event) error {
+func Append(ctx context.Context, db DB, evs ...Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	ids := make([]string, len(evs))
-	companies := make([]int64, len(evs))
-	types := make([]string, len(evs))
-	ats := make([]time.Time, len(evs))
-	data := make([]string, len(evs))
-	for i, e := range evs {
+	for _, e := range evs {
 		if !e.Type.Valid() {
 			return fmt.Errorf("append event: unknown type %q", e.Type)
+		}
+	}
+	subs, err := subscribed(ctx, db, evs)
+	if err != nil {
+		return err
+	}
+	var ids, types, data []string
+	var companies []int64
+	var ats []time.Time
+	for _, e := range evs {
+		if !subs.want(e) {
+			continue
 		}
 		id := e.ID
 		if id == "" {
@@ -151,10 +225,14 @@ func Append(ctx context.Context, db Execer, evs ...Event) error {
 		if err != nil {
 			return fmt.Errorf("append %s event: %w", e.Type, err)
 		}
-		ids[i], companies[i], types[i], ats[i], data[i] = id, e.CompanyID, string(e.Type), e.At, string(b)
+		ids, companies, types, ats, data = append(ids, id), append(companies, e.CompanyID), append(types, string(e.Type)),
+			append(ats, e.At), append(data, string(b))
+	}
+	if len(ids) == 0 {
+		return nil
 	}
 	if _, err := db.Exec(ctx, appendSQL, ids, companies, types, ats, data); err != nil {
-		return fmt.Errorf("append %d events: %w", len(evs), err)
+		return fmt.Errorf("append %d events: %w", len(ids), err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ func TestAppendCommitsWithItsTransaction(t *testing.T) {
 	if err := pool.QueryRow(ctx, `INSERT INTO companies (slug, name) VALUES ('acme', 'Acme') RETURNING id`).Scan(&company); err != nil {
 		t.Fatal(err)
 	}
+	storetest.Subscribe(t, pool, company)
 	at := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	sent := events.Event{CompanyID: company, Type: events.MessageSent, At: at,
 		Data: events.Message{BatchID: "019ab7c2-0000-7000-8000-000000000001", MessageID: 7, Phone: "+393331234567",
@@ -81,6 +83,66 @@ func TestAppendRefusesUnknownType(t *testing.T) {
 	err := events.Append(context.Background(), nil, events.Event{Type: "message.exploded"})
 	if err == nil {
 		t.Fatal("Append accepted an unknown type")
+	}
+}
+
+// TestAppendWritesWhatEndpointsReceive: an event is written when an
+// enabled endpoint of its company receives its type (an empty filter is
+// every type), and only then: not for a company without endpoints, nor
+// for a disabled endpoint, nor for a type no endpoint subscribes to.
+func TestAppendWritesWhatEndpointsReceive(t *testing.T) {
+	ctx := context.Background()
+	_, pool := storetest.NewDatabase(t)
+	company := func(slug string) int64 {
+		var id int64
+		if err := pool.QueryRow(ctx, `INSERT INTO companies (slug, name) VALUES ($1, $1) RETURNING id`, slug).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	none, batches, both, every, disabled := company("none"), company("batches"), company("both"), company("every"), company("disabled")
+	storetest.Subscribe(t, pool, batches, "batch.completed")
+	storetest.Subscribe(t, pool, both, "batch.completed")
+	storetest.Subscribe(t, pool, both, "message.sent")
+	storetest.Subscribe(t, pool, every)
+	storetest.Subscribe(t, pool, disabled)
+	if _, err := pool.Exec(ctx, `UPDATE webhook_endpoints SET enabled = false WHERE company_id = $1`, disabled); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	var evs []events.Event
+	for _, c := range []int64{none, batches, both, every, disabled} {
+		for _, typ := range []events.Type{events.MessageSent, events.MessageFailed, events.BatchCompleted} {
+			evs = append(evs, events.Event{CompanyID: c, Type: typ, At: at, Data: events.Batch{BatchID: "b", Status: "completed", ChangedAt: at}})
+		}
+	}
+	if err := events.Append(ctx, pool, evs...); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pool.Query(ctx, `SELECT company_id, type FROM event_outbox ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		Company int64
+		Type    string
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []row{{batches, "batch.completed"}, {both, "message.sent"}, {both, "batch.completed"},
+		{every, "message.sent"}, {every, "message.failed"}, {every, "batch.completed"}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("outbox = %v\nwant     %v", got, want)
+	}
+
+	// Nothing to write is no statement at all, and no error.
+	if err := events.Append(ctx, pool, evs[0], evs[1]); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, pool); n != len(want) {
+		t.Fatalf("%d events, want %d", n, len(want))
 	}
 }
 

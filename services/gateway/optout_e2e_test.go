@@ -14,6 +14,7 @@ import (
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
 	"github.com/parleyhq/parley/pkg/contacts"
+	"github.com/parleyhq/parley/testkit/storetest"
 )
 
 // reply makes a user of the simulator answer a company's number.
@@ -91,6 +92,7 @@ func sentOrLater(c map[string]int) int { return c["sent"] + c["delivered"] + c["
 func TestEndToEndStopThenCampaignThenAutomation(t *testing.T) {
 	s := newStack(t)
 	co := s.serve("acme")
+	storetest.Subscribe(t, s.pool, co.company.ID) // its changes write their events
 	const ada = "+393330000101"
 	if _, ok := s.contact(co.company.ID, ada); ok {
 		t.Fatal("the contact exists before any message")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/parleyhq/parley/pkg/store"
@@ -142,4 +143,20 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// Subscribe gives company an enabled webhook endpoint that receives types
+// (every type when none is given), so that its changes write their events
+// to the outbox (pkg/events writes only what an endpoint receives).
+func Subscribe(t testing.TB, db interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}, company int64, types ...string) {
+	t.Helper()
+	if types == nil {
+		types = []string{}
+	}
+	if _, err := db.Exec(context.Background(), `INSERT INTO webhook_endpoints (company_id, url, event_types) VALUES ($1, 'https://hooks.example.com/parley', $2)`,
+		company, types); err != nil {
+		t.Fatalf("storetest: subscribe company %d: %v", company, err)
+	}
 }
