@@ -49,7 +49,11 @@ const flushTimeout = 30 * time.Second
 // alone; a row the lease put back in queued but nobody claimed yet still
 // takes its outcome, which closes most of the duplicate window after a long
 // outage. Such a row may have been cancelled meanwhile: a send still
-// records (the provider has it), other outcomes leave it cancelled.
+// records (the provider has it), other outcomes leave it cancelled. The
+// ids are looked up by the primary key (m.id = ANY): joined to the unnest
+// alone, a table the planner has no statistics for yet (a fresh one, or
+// one grown faster than autovacuum analyses it) was scanned whole, with
+// every open message hashed, on every flush.
 const recordSQL = `
 UPDATE messages m SET
 	state = (CASE r.kind WHEN 'sent' THEN 'sent' WHEN 'failed' THEN 'failed' ELSE 'queued' END)::message_state,
@@ -63,7 +67,7 @@ UPDATE messages m SET
 	updated_at = r.at
 FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::text[], $5::int[], $6::text[], $7::timestamptz[], $8::timestamptz[])
 	AS r(id, claimed_at, kind, wamid, code, title, not_before, at)
-WHERE m.id = r.id AND m.claimed_at = r.claimed_at
+WHERE m.id = ANY($1::bigint[]) AND m.id = r.id AND m.claimed_at = r.claimed_at
   AND (m.state IN ('sending', 'queued') OR (m.state = 'cancelled' AND r.kind = 'sent'))
 RETURNING m.batch_id::text, r.kind, COALESCE(m.provider_message_id, ''), m.id, m.company_id, m.phone,
 	COALESCE(m.error_code, 0), COALESCE(m.error_title, ''), r.at`
