@@ -7,7 +7,9 @@ package main
 // (this test binary re-executed with PARLEY_BENCH_NAIVE_DISPATCHER set) so
 // that its CPU is measured apart. A JetStream pull consumer on the stream's
 // campaign subjects; for every batch, one provider call per contact and one
-// batched insert (COPY) of the outcomes into naive_outcomes, then the ack.
+// batched insert (COPY) of the outcomes into naive_outcomes, with a row in
+// naive_batches in the same transaction (what the bench polls), then the
+// ack.
 // No claims, no rules, no messages rows, no catalog reads: the account,
 // token and template come from its environment.
 
@@ -38,7 +40,8 @@ const (
 	naiveConsumer = "naive-dispatcher"
 	// naiveTable is where the naive dispatcher records its outcomes.
 	naiveTable = `CREATE TABLE naive_outcomes (
-	batch_id text NOT NULL, phone text NOT NULL, wamid text, error text, sent_at timestamptz NOT NULL)`
+	batch_id text NOT NULL, phone text NOT NULL, wamid text, error text, sent_at timestamptz NOT NULL);
+CREATE TABLE naive_batches (batch_id text NOT NULL)`
 )
 
 // init runs the naive dispatcher instead of the tests when this binary was
@@ -151,8 +154,15 @@ func naiveBatch(ctx context.Context, m jetstream.Msg, client *whatsapp.Client, a
 		}()
 	}
 	wg.Wait()
-	if _, err := pool.CopyFrom(context.WithoutCancel(ctx), pgx.Identifier{"naive_outcomes"},
-		[]string{"batch_id", "phone", "wamid", "error", "sent_at"}, pgx.CopyFromRows(rows)); err != nil {
+	err := pgx.BeginFunc(context.WithoutCancel(ctx), pool, func(tx pgx.Tx) error {
+		if _, err := tx.CopyFrom(context.WithoutCancel(ctx), pgx.Identifier{"naive_outcomes"},
+			[]string{"batch_id", "phone", "wamid", "error", "sent_at"}, pgx.CopyFromRows(rows)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(context.WithoutCancel(ctx), `INSERT INTO naive_batches (batch_id) VALUES ($1)`, b.BatchId)
+		return err
+	})
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "naive dispatcher: insert:", err)
 		_ = m.Nak()
 		return
