@@ -128,7 +128,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	gin.SetMode(gin.ReleaseMode)
 	api := httpapi.New(httpapi.Config{
 		MaxBodyBytes:       cfg.MaxBodyBytes,
-		IdempotencyTimeout: 500 * time.Millisecond,
+		IdempotencyTimeout: 1500 * time.Millisecond, // three attempts of about 500 ms
 		AccessLog:          cfg.AccessLog,
 		Webhook:            httpapi.WebhookConfig{AppSecret: cfg.WebhookAppSecret, VerifyToken: cfg.WebhookVerifyToken},
 	}, httpapi.Deps{

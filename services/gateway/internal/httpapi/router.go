@@ -19,7 +19,8 @@ import (
 type Config struct {
 	// MaxBodyBytes is the largest request body accepted (413 above it).
 	MaxBodyBytes int64
-	// IdempotencyTimeout bounds each Idempotency-Key record update.
+	// IdempotencyTimeout bounds each Idempotency-Key record update, its
+	// retries included (the store tries three times, each with a share).
 	IdempotencyTimeout time.Duration
 	// AccessLog logs one line per request (errors are always logged).
 	AccessLog bool

@@ -212,10 +212,36 @@ func (s *Store) Release(ctx context.Context, c *Claim) error {
 	return s.finish(ctx, c, "")
 }
 
+// finishAttempts is how many times finish tries to update a record.
+const finishAttempts = 3
+
+// finish updates the record, trying again after a failure (a Redis
+// timeout, a failover) while ctx allows, each attempt with an equal share
+// of what is left of it. A record left in flight would answer 409 to every
+// retry of the request until it expires (the store's inFlight, a minute),
+// and a completed send whose record stayed in flight would be sent again by
+// a retry after that. The update only applies while this claim holds the
+// record, so an attempt that did land and timed out is harmless to repeat.
 func (s *Store) finish(ctx context.Context, c *Claim, value string) error {
-	err := finish.Run(ctx, s.rdb, []string{c.redisKey}, c.token, value, s.retention.Milliseconds()).Err()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("idempotency finish: %w", err)
+	var err error
+	attempt := 1
+	for ; attempt <= finishAttempts; attempt++ {
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if d, ok := ctx.Deadline(); ok {
+			actx, cancel = context.WithTimeout(ctx, time.Until(d)/time.Duration(finishAttempts-attempt+1))
+		}
+		err = finish.Run(actx, s.rdb, []string{c.redisKey}, c.token, value, s.retention.Milliseconds()).Err()
+		cancel()
+		if err == nil || errors.Is(err, redis.Nil) {
+			return nil
+		}
+		if ctx.Err() != nil || attempt == finishAttempts {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(attempt) * 20 * time.Millisecond):
+		}
 	}
-	return nil
+	return fmt.Errorf("idempotency finish (attempt %d of %d): %w", min(attempt, finishAttempts), finishAttempts, err)
 }

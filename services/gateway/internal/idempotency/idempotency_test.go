@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,9 +14,12 @@ import (
 	"github.com/parleyhq/parley/services/gateway/internal/idempotency"
 )
 
-func newStore(t *testing.T) *idempotency.Store {
+func newStore(t *testing.T, hooks ...redis.Hook) *idempotency.Store {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	for _, h := range hooks {
+		rdb.AddHook(h)
+	}
 	t.Cleanup(func() { _ = rdb.Close() })
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
@@ -123,5 +128,78 @@ func TestCompleteAnswerReplaysIt(t *testing.T) {
 	d, rec, _, err := s.Begin(ctx, 1, "segments_create", "k", fp)
 	if err != nil || d != idempotency.Replay || rec.Status != 201 || rec.Body != string(body) || rec.BatchID != "" {
 		t.Fatalf("replay: %v %+v %v", d, rec, err)
+	}
+}
+
+// failScripts fails the next n scripts run through the client (Begin and
+// the record updates are scripts) as a Redis timeout would, without
+// sending them.
+type failScripts struct{ n atomic.Int32 }
+
+func (f *failScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f *failScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (f *failScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); (name == "evalsha" || name == "eval") && f.n.Add(-1) >= 0 {
+			err := fmt.Errorf("i/o timeout (injected)")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestFinishRetriesAFailedUpdate: a record update that fails (a Redis
+// timeout) is tried again, so that the key does not stay in flight (a
+// minute of 409s, then a retry that sends again); after three failed
+// attempts the error is returned and the key is still in flight.
+func TestFinishRetriesAFailedUpdate(t *testing.T) {
+	ctx := context.Background()
+	f := &failScripts{}
+	s := newStore(t, f)
+	fp := idempotency.Fingerprint([]byte(`{"a":1}`))
+	tctx := func() context.Context {
+		c, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+		t.Cleanup(cancel)
+		return c
+	}
+
+	_, _, claim, err := s.Begin(ctx, 1, "campaigns_send", "k1", fp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.n.Store(2) // the first two attempts fail
+	if err := s.Complete(tctx(), claim, "b-1", 3); err != nil {
+		t.Fatalf("complete after two failed attempts: %v", err)
+	}
+	if d, rec, _, _ := s.Begin(ctx, 1, "campaigns_send", "k1", fp); d != idempotency.Replay || rec.BatchID != "b-1" {
+		t.Fatalf("after the retried complete: %v %+v, want Replay of b-1", d, rec)
+	}
+
+	_, _, claim, err = s.Begin(ctx, 1, "campaigns_send", "k2", fp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.n.Store(2)
+	if err := s.Release(tctx(), claim); err != nil {
+		t.Fatalf("release after two failed attempts: %v", err)
+	}
+	if d, _, _, _ := s.Begin(ctx, 1, "campaigns_send", "k2", fp); d != idempotency.Proceed {
+		t.Fatalf("after the retried release: %v, want Proceed", d)
+	}
+
+	_, _, claim, err = s.Begin(ctx, 1, "campaigns_send", "k3", fp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.n.Store(3)
+	if err := s.Doubt(tctx(), claim, "b-3"); err == nil {
+		t.Fatal("doubt with every attempt failing: no error")
+	}
+	f.n.Store(0)
+	if d, _, _, _ := s.Begin(ctx, 1, "campaigns_send", "k3", fp); d != idempotency.Busy {
+		t.Fatalf("after three failed attempts: %v, want Busy (still in flight)", d)
 	}
 }
