@@ -14,7 +14,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -150,9 +149,11 @@ func (s subscriptions) want(e Event) bool {
 
 // subscribed reads what the enabled endpoints of evs' companies receive.
 func subscribed(ctx context.Context, db DB, evs []Event) (subscriptions, error) {
+	seen := make(map[int64]bool, 1)
 	ids := make([]int64, 0, 1)
 	for _, e := range evs {
-		if !slices.Contains(ids, e.CompanyID) {
+		if !seen[e.CompanyID] {
+			seen[e.CompanyID] = true
 			ids = append(ids, e.CompanyID)
 		}
 	}

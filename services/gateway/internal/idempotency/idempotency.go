@@ -223,25 +223,40 @@ const finishAttempts = 3
 // a retry after that. The update only applies while this claim holds the
 // record, so an attempt that did land and timed out is harmless to repeat.
 func (s *Store) finish(ctx context.Context, c *Claim, value string) error {
-	var err error
-	attempt := 1
-	for ; attempt <= finishAttempts; attempt++ {
-		actx, cancel := ctx, context.CancelFunc(func() {})
-		if d, ok := ctx.Deadline(); ok {
-			actx, cancel = context.WithTimeout(ctx, time.Until(d)/time.Duration(finishAttempts-attempt+1))
-		}
-		err = finish.Run(actx, s.rdb, []string{c.redisKey}, c.token, value, s.retention.Milliseconds()).Err()
-		cancel()
-		if err == nil || errors.Is(err, redis.Nil) {
+	for attempt := 1; ; attempt++ {
+		err := s.finishOnce(ctx, c, value, finishAttempts-attempt+1)
+		if err == nil {
 			return nil
 		}
-		if ctx.Err() != nil || attempt == finishAttempts {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Duration(attempt) * 20 * time.Millisecond):
+		if attempt == finishAttempts || !pause(ctx, time.Duration(attempt)*20*time.Millisecond) {
+			return fmt.Errorf("idempotency finish (%d of %d attempts): %w", attempt, finishAttempts, err)
 		}
 	}
-	return fmt.Errorf("idempotency finish (attempt %d of %d): %w", min(attempt, finishAttempts), finishAttempts, err)
+}
+
+// finishOnce is one attempt of finish, with a 1/left share of what is left
+// of ctx's time.
+func (s *Store) finishOnce(ctx context.Context, c *Claim, value string, left int) error {
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Until(d)/time.Duration(left))
+		defer cancel()
+	}
+	err := finish.Run(ctx, s.rdb, []string{c.redisKey}, c.token, value, s.retention.Milliseconds()).Err()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	return err
+}
+
+// pause waits for d, or reports false when ctx ends first.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
