@@ -5,10 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
-
 	"github.com/parleyhq/parley/pkg/contacts"
 )
 
@@ -172,24 +168,15 @@ func TestCancelStopsHandedOffMessages(t *testing.T) {
 	cfg := testConfig()
 	cfg.ClaimBatch = 1 // the worker takes one message at a time
 	gate := gatedThrottle{gate: make(chan struct{})}
-	d, err := New(LaneCampaign, cfg, Deps{
-		Pool: h.pool, JS: h.js, Bus: h.busCfg, Catalog: h.cat, Sender: h.client, Throttle: gate,
-		Clock: h.clock.Now, Log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), Registry: prometheus.NewRegistry(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
+	h.startWith(LaneCampaign, cfg, gate)
+	// Registered after the dispatcher's stop, so run before it: a test that
+	// failed early must not leave the worker waiting for its permit.
 	t.Cleanup(func() {
 		select {
 		case <-gate.gate:
 		default:
 			close(gate.gate)
 		}
-		cancel()
-		<-done
 	})
 
 	ph := phones(5)

@@ -127,8 +127,14 @@ type runningDispatcher struct {
 
 func (h *harness) start(lane Lane, cfg Config) *runningDispatcher {
 	h.t.Helper()
+	return h.startWith(lane, cfg, recordingThrottle{h.limiter, &h.throttleKeys})
+}
+
+// startWith starts a dispatcher whose sends are paced by throttle.
+func (h *harness) startWith(lane Lane, cfg Config, throttle Throttle) *runningDispatcher {
+	h.t.Helper()
 	d, err := New(lane, cfg, Deps{
-		Pool: h.pool, JS: h.js, Bus: h.busCfg, Catalog: h.cat, Sender: h.client, Throttle: recordingThrottle{h.limiter, &h.throttleKeys},
+		Pool: h.pool, JS: h.js, Bus: h.busCfg, Catalog: h.cat, Sender: h.client, Throttle: throttle,
 		Clock: h.clock.Now, Log: zaptest.NewLogger(h.t, zaptest.Level(zap.WarnLevel)), Registry: prometheus.NewRegistry(),
 	})
 	if err != nil {
