@@ -57,18 +57,18 @@ func (c Config) Validate() error {
 
 // CampaignSubject is where a company's campaign batches go.
 func (c Config) CampaignSubject(companyID int64) string {
-	return c.Prefix + ".campaign." + strconv.FormatInt(companyID, 10)
+	return c.CompanySubject(KindCampaignBatches, companyID)
 }
 
 // AutomationSubject is where a company's automation batches go.
 func (c Config) AutomationSubject(companyID int64) string {
-	return c.Prefix + ".automation." + strconv.FormatInt(companyID, 10)
+	return c.CompanySubject(KindAutomationBatches, companyID)
 }
 
 // BatchSubject is where a company's message batches go (batch send, and
 // connector sends to a campaign); the campaign dispatcher consumes them.
 func (c Config) BatchSubject(companyID int64) string {
-	return c.Prefix + ".batch." + strconv.FormatInt(companyID, 10)
+	return c.CompanySubject(KindMessageBatches, companyID)
 }
 
 // ForBatch is the subject of one batch below a company's subject.

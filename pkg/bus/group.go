@@ -90,8 +90,14 @@ func GroupOf(batchID string) (g GroupID, index int, ok bool) {
 }
 
 // KindSubject is the subject of every company's batches of kind, without a
-// company: CampaignSubject(id) is KindSubject(KindCampaignBatches)+"."+id.
+// company.
 func (c Config) KindSubject(kind string) string { return c.Prefix + "." + kind }
+
+// CompanySubject is where a company's batches of kind go when published
+// alone (one batch per message, on ForBatch below it).
+func (c Config) CompanySubject(kind string, companyID int64) string {
+	return c.KindSubject(kind) + "." + strconv.FormatInt(companyID, 10)
+}
 
 // GroupSubject is where a group of batches of kind is published.
 func (c Config) GroupSubject(kind string, g GroupID) string {
@@ -193,7 +199,7 @@ func (c Config) FindBatch(ctx context.Context, s jetstream.Stream, companyID int
 		break
 	}
 	for _, kind := range SubjectKinds {
-		subject := ForBatch(c.KindSubject(kind)+"."+strconv.FormatInt(companyID, 10), batchID)
+		subject := ForBatch(c.CompanySubject(kind, companyID), batchID)
 		m, err := s.GetLastMsgForSubject(ctx, subject)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue

@@ -18,7 +18,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -114,7 +113,7 @@ func (p *Publisher) Publish(ctx context.Context, kind string, companyID int64, b
 		return batchID, fmt.Errorf("%w: %s", ErrUnavailable, p.nc.Status())
 	}
 	if batchID != "" {
-		subject := bus.ForBatch(p.cfg.KindSubject(kind)+"."+strconv.FormatInt(companyID, 10), batchID)
+		subject := bus.ForBatch(p.cfg.CompanySubject(kind, companyID), batchID)
 		// Stored already (the doubtful hand-off was, after all): JetStream
 		// acknowledges the duplicate, and that is the answer.
 		_, err := p.publish(ctx, subject, batchID, data)
