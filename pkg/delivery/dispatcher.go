@@ -78,11 +78,7 @@ func New(lane Lane, cfg Config, d Deps) (*Dispatcher, error) {
 	x := &Dispatcher{
 		lane: lane, cfg: cfg, d: d, m: m, log: log,
 		exp: NewExpander(d.Pool, d.Catalog, d.Clock),
-		eng: newEngine(lane, cfg, d.Pool, d.Catalog, d.Sender, d.Throttle, d.Clock, log, m),
-	}
-	x.eng.callTimeout = d.ProviderTimeout
-	if x.eng.callTimeout <= 0 {
-		x.eng.callTimeout = whatsapp.DefaultTimeout
+		eng: newEngine(lane, cfg, d.Pool, d.Catalog, d.Sender, d.Throttle, d.ProviderTimeout, d.Clock, log, m),
 	}
 	x.exp.eng = x.eng // fresh batches hand their first messages over (handoff.go)
 	return x, nil

@@ -150,8 +150,11 @@ type laneWorker struct {
 }
 
 func newEngine(lane Lane, cfg Config, pool *pgxpool.Pool, cat Catalog, sender whatsapp.Sender, throttle Throttle,
-	now Clock, log *zap.Logger, m *Metrics) *engine {
-	return &engine{
+	callTimeout time.Duration, now Clock, log *zap.Logger, m *Metrics) *engine {
+	if callTimeout <= 0 {
+		callTimeout = whatsapp.DefaultTimeout
+	}
+	return &engine{callTimeout: callTimeout,
 		lane: lane, cfg: cfg, pool: pool, cache: newCatalogCache(cat, cfg.CacheTTL), sender: sender,
 		throttle: throttle, now: now, log: log, m: m,
 		rec:     newRecorder(lane, pool, now, log, m, cfg),
@@ -528,9 +531,7 @@ func (e *engine) dispatch(ctx context.Context, acct catalog.MessagingAccount, ms
 				e.launch(acct, m)
 				continue
 			}
-			at := e.now()
-			e.rec.add(outcome{kind: kindRelease, id: m.id, batchID: m.batchID, claimedAt: m.claimedAt, notBefore: at, at: at})
-			e.m.messages.WithLabelValues(string(e.lane), "released").Inc()
+			e.unsent(m)
 			e.release(1)
 		}
 		msgs = msgs[granted:]
@@ -538,12 +539,18 @@ func (e *engine) dispatch(ctx context.Context, acct catalog.MessagingAccount, ms
 	if left == 0 {
 		return
 	}
+	e.unsent(msgs...)
+	e.release(len(msgs))
+}
+
+// unsent gives claims that were never sent back to the queue, due at once,
+// no attempt spent (the recorder's release).
+func (e *engine) unsent(msgs ...claimed) {
 	at := e.now()
 	for _, m := range msgs {
 		e.rec.add(outcome{kind: kindRelease, id: m.id, batchID: m.batchID, claimedAt: m.claimedAt, notBefore: at, at: at})
-		e.m.messages.WithLabelValues(string(e.lane), "released").Inc()
 	}
-	e.release(len(msgs))
+	e.m.messages.WithLabelValues(string(e.lane), "released").Add(float64(len(msgs)))
 }
 
 // fresh reports whether a claim is young enough to be sent: its outcome,
@@ -557,11 +564,7 @@ func (e *engine) fresh(m claimed) bool {
 
 // sendWithin is how long after its claim a message may still be sent.
 func (e *engine) sendWithin() time.Duration {
-	timeout := e.callTimeout
-	if timeout <= 0 {
-		timeout = whatsapp.DefaultTimeout
-	}
-	within := e.cfg.Lease - timeout - e.cfg.FlushInterval - time.Second/2
+	within := e.cfg.Lease - e.callTimeout - e.cfg.FlushInterval - time.Second/2
 	if within <= 0 {
 		// A configuration Config.Validate refuses (tests build their own).
 		within = e.cfg.Lease / 2

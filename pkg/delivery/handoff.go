@@ -284,16 +284,15 @@ func (e *engine) takeHanded(ctx context.Context, accountID int64, n, want int) (
 	if len(cancelled) == 0 {
 		return out, true, nil
 	}
-	keep := out[:0]
-	at := e.now()
+	var keep, back []claimed
 	for _, m := range out {
-		if !slices.Contains(cancelled, m.batchID) {
+		if slices.Contains(cancelled, m.batchID) {
+			back = append(back, m)
+		} else {
 			keep = append(keep, m)
-			continue
 		}
-		e.rec.add(outcome{kind: kindRelease, id: m.id, batchID: m.batchID, claimedAt: m.claimedAt, notBefore: at, at: at})
-		e.m.messages.WithLabelValues(string(e.lane), "released").Inc()
 	}
+	e.unsent(back...)
 	return keep, true, nil
 }
 
@@ -318,9 +317,5 @@ func (e *engine) giveBack(accountID int64) {
 	}
 	e.handed -= len(back)
 	e.mu.Unlock()
-	at := e.now()
-	for _, m := range back {
-		e.rec.add(outcome{kind: kindRelease, id: m.id, batchID: m.batchID, claimedAt: m.claimedAt, notBefore: at, at: at})
-		e.m.messages.WithLabelValues(string(e.lane), "released").Inc()
-	}
+	e.unsent(back...)
 }

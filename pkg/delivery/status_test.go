@@ -19,7 +19,7 @@ func newTestEngine(t *testing.T, f *fixture, lane Lane) *engine {
 		t.Fatal(err)
 	}
 	cfg := testConfig()
-	return newEngine(lane, cfg, f.pool, f.cat, nil, nil, f.clock.Now, zap.NewNop(), m)
+	return newEngine(lane, cfg, f.pool, f.cat, nil, nil, 0, f.clock.Now, zap.NewNop(), m)
 }
 
 func testConfig() Config {
