@@ -137,7 +137,7 @@ func TestAppendWritesWhatEndpointsReceive(t *testing.T) {
 		t.Fatalf("outbox = %v\nwant     %v", got, want)
 	}
 
-	// Nothing to write is no statement at all, and no error.
+	// Events nobody receives: nothing is written, and no error.
 	if err := events.Append(ctx, pool, evs[0], evs[1]); err != nil {
 		t.Fatal(err)
 	}
