@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
+	"github.com/parleyhq/parley/pkg/record"
 )
 
 // cancelBatch cancels a batch as pkg/batchctl does (which this package's
@@ -29,7 +30,7 @@ func (f *fixture) cancelBatch(id string) int64 {
 		if _, err := tx.Exec(f.ctx, `UPDATE batches SET cancelled_at = $2 WHERE id = $1`, id, now); err != nil {
 			return err
 		}
-		return CompleteBatches(f.ctx, tx, []string{id}, now)
+		return record.CompleteBatches(f.ctx, tx, []string{id}, now)
 	})
 	if err != nil {
 		f.t.Fatal(err)
@@ -49,7 +50,7 @@ func TestCancelledBatchIsNotRetried(t *testing.T) {
 	}
 	cfg := testConfig()
 	cfg.MaxAttempts, cfg.BackoffBase, cfg.BackoffCap = 50, 20*time.Millisecond, 50*time.Millisecond
-	h.start(LaneCampaign, cfg)
+	h.start(record.LaneCampaign, cfg)
 	b := h.campaignBatch(phones(5), false, nil)
 	h.publish(b, "")
 	eventually(t, 10*time.Second, "every message tried at least twice", func() bool {
@@ -60,8 +61,8 @@ func TestCancelledBatchIsNotRetried(t *testing.T) {
 		return least >= 2
 	})
 	h.cancelBatch(b.BatchId)
-	got := h.waitBatch(b.BatchId, BatchCancelled, 10*time.Second)
-	if got.Counts[StateCancelled] != 5 || got.CompletedAt == nil {
+	got := h.waitBatch(b.BatchId, record.BatchCancelled, 10*time.Second)
+	if got.Counts[record.StateCancelled] != 5 || got.CompletedAt == nil {
 		t.Fatalf("after the cancel: %+v", got)
 	}
 	before := h.sim.Stats().Requests

@@ -11,46 +11,13 @@
 // batch is never only in memory. Each message is then claimed by one
 // dispatcher (FOR UPDATE SKIP LOCKED), sent, and its outcome recorded.
 //
-// # Message states
+// # The record
 //
-//	queued     due at not_before (now, or after a retry's backoff)
-//	scheduled  held until the batch's scheduled_at
-//	deferred   outside the account's delivery hours; due at the next opening
-//	sending    claimed by a dispatcher at claimed_at; the provider call is under way
-//	sent       the provider accepted it (provider_message_id is its wamid)
-//	delivered  the provider's status callback said so
-//	read       likewise
-//	failed     permanent provider error (error_code, error_title), retries
-//	           exhausted, or the batch could not be expanded
-//	skipped_opt_out  a non-forced campaign message to a contact who opted out
-//	cancelled  its batch was cancelled before the message was handed to the
-//	           provider (see pkg/batchctl)
-//
-// sent, delivered, read, failed, skipped_opt_out and cancelled are terminal
-// for the dispatcher. Status callbacks only move forward: sent < failed < delivered
-// < read (see batchview.ApplyStatuses).
-//
-// # Batch lifecycle
-//
-//	accepted   in the stream, waiting for a dispatcher (GET finds it there)
-//	scheduled  expanded; every message waits for scheduled_at
-//	processing expanded; some message is due, in flight or waiting
-//	completed  every message is terminal
-//	failed     could not be expanded (campaign, automation, template or
-//	           account gone, account disconnected); its messages say why
-//	cancelled  cancelled before the provider accepted any of its messages
-//	           (a batch cancelled later is completed, with a cancelled count)
-//
-// # Cancellation
-//
-// A cancelled batch has batches.cancelled_at. Cancelling turns its queued,
-// scheduled and deferred messages into cancelled, under the batch's row lock
-// and with a state-conditional update, so a message is either claimed
-// (sending) or cancelled, never both. Messages that come back to the queue
-// later (a retry, a released or stale claim) are cancelled when the
-// recorder or the sweep records that (CompleteBatches), in the same
-// transaction; a batch cancelled while still in the stream is recorded with
-// status cancelled, and its expansion creates its messages cancelled.
+// Every message and batch row is written through pkg/record, which owns the
+// states, their moves, the claims and leases, outcomes, status callbacks,
+// cancel and completion, with the event of each change in the same
+// transaction. This package decides what to write and when; record writes
+// it.
 //
 // # Message batches
 //
@@ -63,12 +30,8 @@
 //
 // # The duplicate window
 //
-// A message leaves sending only through the recorder (its outcome) or the
-// stale-claim lease (a claim older than Config.Lease goes back to queued), and
-// sent messages are never claimed. So a message is sent twice only when a
-// dispatcher dies after the provider answered and before the outcome was
-// committed: at most the rows in sending at that moment plus the recorder's
-// unflushed outcomes.
+// A message is sent twice only when a dispatcher dies after the provider
+// answered and before the outcome was committed (see pkg/record).
 package delivery
 
 import (
@@ -76,66 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/parleyhq/parley/pkg/batchview"
 )
-
-// Lane is which dispatcher sends a message.
-type Lane string
-
-// The two lanes. Campaign messages respect opt-out and delivery hours unless
-// forced; automation messages bypass both.
-const (
-	LaneCampaign   Lane = "campaign"
-	LaneAutomation Lane = "automation"
-)
-
-// State is a message's state (the message_state enum): the batch view's
-// vocabulary (pkg/batchview), which the engine shares.
-type State = batchview.State
-
-// Message states; see the package documentation.
-const (
-	StateQueued        = batchview.StateQueued
-	StateScheduled     = batchview.StateScheduled
-	StateDeferred      = batchview.StateDeferred
-	StateSending       = batchview.StateSending
-	StateSent          = batchview.StateSent
-	StateDelivered     = batchview.StateDelivered
-	StateRead          = batchview.StateRead
-	StateFailed        = batchview.StateFailed
-	StateSkippedOptOut = batchview.StateSkippedOptOut
-	StateCancelled     = batchview.StateCancelled
-)
-
-// States lists every message state, in lifecycle order.
-var States = batchview.States
-
-// Cancellable lists the states a cancel moves to cancelled: not yet handed
-// to the provider.
-var Cancellable = batchview.Cancellable
-
-// BatchState is a batch's status (the batch_status enum).
-type BatchState = batchview.BatchState
-
-// Batch statuses; see the package documentation.
-const (
-	BatchAccepted   = batchview.BatchAccepted
-	BatchScheduled  = batchview.BatchScheduled
-	BatchProcessing = batchview.BatchProcessing
-	BatchCompleted  = batchview.BatchCompleted
-	BatchFailed     = batchview.BatchFailed
-	BatchCancelled  = batchview.BatchCancelled
-)
-
-// ErrNotFound is a batch that does not exist for the asking company
-// (batchview.ErrNotFound).
-var ErrNotFound = batchview.ErrNotFound
-
-// CodeUserStoppedMarketing is the provider's refusal of a marketing message
-// to a user who stopped the business's marketing messages
-// (batchview.CodeUserStoppedMarketing).
-const CodeUserStoppedMarketing = batchview.CodeUserStoppedMarketing
 
 // Clock is where every query takes "now" from, never SQL now(), so that
 // tests can stand outside delivery hours or past scheduled_at.
@@ -148,9 +52,6 @@ type Clock func() time.Time
 type Throttle interface {
 	WaitEach(ctx context.Context, key string, perSecond, n int, use func(granted int)) (left int, err error)
 }
-
-// DB is what the package's queries run on: a pool or a transaction.
-type DB = batchview.DB
 
 // Config is the tuning of a dispatcher, read from the environment.
 type Config struct {

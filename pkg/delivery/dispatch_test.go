@@ -14,19 +14,19 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
 	"github.com/parleyhq/parley/pkg/contacts"
 	"github.com/parleyhq/parley/pkg/ratelimit"
+	"github.com/parleyhq/parley/pkg/record"
 )
 
 func TestCampaignOptOutAndForced(t *testing.T) {
 	h := newHarness(t)
 	h.clock.Run()
-	h.start(LaneCampaign, testConfig())
+	h.start(record.LaneCampaign, testConfig())
 	ph := phones(3)
 	out, in := ph[0], ph[1]
 	if _, err := contacts.NewStore(h.pool, h.clock.Now).SetOptedOut(h.ctx, h.company.ID, out, true); err != nil {
@@ -34,12 +34,12 @@ func TestCampaignOptOutAndForced(t *testing.T) {
 	}
 	plain := h.campaignBatch([]string{out, in}, false, nil)
 	h.publish(plain, "")
-	got := h.waitBatch(plain.BatchId, BatchCompleted, 10*time.Second)
-	if got.Counts[StateSkippedOptOut] != 1 || got.Counts[StateSent] != 1 || got.CompletedAt == nil {
+	got := h.waitBatch(plain.BatchId, record.BatchCompleted, 10*time.Second)
+	if got.Counts[record.StateSkippedOptOut] != 1 || got.Counts[record.StateSent] != 1 || got.CompletedAt == nil {
 		t.Fatalf("batch = %+v", got)
 	}
 	msgs := h.messages(plain.BatchId)
-	if msgs[0].State != StateSkippedOptOut || msgs[0].Attempts != 0 || msgs[1].State != StateSent || msgs[1].WAMID == nil {
+	if msgs[0].State != record.StateSkippedOptOut || msgs[0].Attempts != 0 || msgs[1].State != record.StateSent || msgs[1].WAMID == nil {
 		t.Fatalf("messages = %+v", msgs)
 	}
 	if h.sends(out) != 0 || h.sends(in) != 1 {
@@ -48,8 +48,8 @@ func TestCampaignOptOutAndForced(t *testing.T) {
 
 	forced := h.campaignBatch([]string{out}, true, nil)
 	h.publish(forced, "")
-	got = h.waitBatch(forced.BatchId, BatchCompleted, 10*time.Second)
-	if got.Counts[StateSent] != 1 || h.sends(out) != 1 {
+	got = h.waitBatch(forced.BatchId, record.BatchCompleted, 10*time.Second)
+	if got.Counts[record.StateSent] != 1 || h.sends(out) != 1 {
 		t.Fatalf("forced batch = %+v, sends %d", got, h.sends(out))
 	}
 
@@ -71,16 +71,16 @@ func TestScheduledSendWaitsForTheClock(t *testing.T) {
 	h := newHarness(t)
 	h.clock.Run()
 	cfg := testConfig()
-	h.start(LaneCampaign, cfg)
+	h.start(record.LaneCampaign, cfg)
 	at := h.clock.Now().Add(3 * time.Hour)
 	ph := phones(20)
 	b := h.campaignBatch(ph, false, &at)
 	h.publish(b, "")
-	h.waitBatch(b.BatchId, BatchScheduled, 10*time.Second)
+	h.waitBatch(b.BatchId, record.BatchScheduled, 10*time.Second)
 	// Several polls go by: nothing is due yet.
 	time.Sleep(6 * cfg.PollInterval)
 	for _, m := range h.messages(b.BatchId) {
-		if m.State != StateScheduled {
+		if m.State != record.StateScheduled {
 			t.Fatalf("before scheduled_at: %+v", m)
 		}
 	}
@@ -97,8 +97,8 @@ func TestScheduledSendWaitsForTheClock(t *testing.T) {
 		t.Fatalf("provider got %d sends a second before scheduled_at", n)
 	}
 	h.clock.Set(at)
-	got := h.waitBatch(b.BatchId, BatchCompleted, 10*time.Second)
-	if got.Counts[StateSent] != 19 || got.Counts[StateSkippedOptOut] != 1 {
+	got := h.waitBatch(b.BatchId, record.BatchCompleted, 10*time.Second)
+	if got.Counts[record.StateSent] != 19 || got.Counts[record.StateSkippedOptOut] != 1 {
 		t.Fatalf("batch = %+v", got)
 	}
 	for _, p := range ph[1:] {
@@ -123,7 +123,7 @@ func TestDeliveryHoursDeferUntilOpening(t *testing.T) {
 	h.clock.Set(time.Date(2025, 6, 2, 20, 0, 0, 0, rome))
 	h.clock.Run()
 	cfg := testConfig()
-	h.start(LaneCampaign, cfg)
+	h.start(record.LaneCampaign, cfg)
 
 	ph := phones(3)
 	plain := h.campaignBatch(ph[:2], false, nil)
@@ -132,11 +132,11 @@ func TestDeliveryHoursDeferUntilOpening(t *testing.T) {
 	forced.CampaignId = camp.ID
 	h.publish(plain, "")
 	h.publish(forced, "")
-	h.waitBatch(forced.BatchId, BatchCompleted, 10*time.Second)
+	h.waitBatch(forced.BatchId, record.BatchCompleted, 10*time.Second)
 	opening := time.Date(2025, 6, 3, 9, 0, 0, 0, rome)
 	eventually(t, 10*time.Second, "messages deferred", func() bool {
 		for _, m := range h.messages(plain.BatchId) {
-			if m.State != StateDeferred || !m.NotBefore.Equal(opening) {
+			if m.State != record.StateDeferred || !m.NotBefore.Equal(opening) {
 				return false
 			}
 		}
@@ -146,7 +146,7 @@ func TestDeliveryHoursDeferUntilOpening(t *testing.T) {
 	if h.sends(ph[0]) != 0 || h.sends(ph[1]) != 0 || h.sends(ph[2]) != 1 {
 		t.Fatalf("outside hours: sends %d %d %d", h.sends(ph[0]), h.sends(ph[1]), h.sends(ph[2]))
 	}
-	if got := h.batch(plain.BatchId); got.Status != BatchProcessing || got.Counts[StateDeferred] != 2 {
+	if got := h.batch(plain.BatchId); got.Status != record.BatchProcessing || got.Counts[record.StateDeferred] != 2 {
 		t.Fatalf("deferred batch = %+v", got)
 	}
 	h.clock.Set(opening.Add(-time.Second))
@@ -155,7 +155,7 @@ func TestDeliveryHoursDeferUntilOpening(t *testing.T) {
 		t.Fatal("sent a second before the opening")
 	}
 	h.clock.Set(opening)
-	h.waitBatch(plain.BatchId, BatchCompleted, 10*time.Second)
+	h.waitBatch(plain.BatchId, record.BatchCompleted, 10*time.Second)
 	if h.sends(ph[0]) != 1 || h.sends(ph[1]) != 1 {
 		t.Fatalf("after opening: sends %d %d", h.sends(ph[0]), h.sends(ph[1]))
 	}
@@ -164,19 +164,19 @@ func TestDeliveryHoursDeferUntilOpening(t *testing.T) {
 func TestRedeliveryNeverSendsTwice(t *testing.T) {
 	h := newHarness(t)
 	h.clock.Run()
-	d := h.start(LaneCampaign, testConfig())
+	d := h.start(record.LaneCampaign, testConfig())
 	ph := phones(50)
 	b := h.campaignBatch(ph, false, nil)
 	h.publish(b, "")
-	h.waitBatch(b.BatchId, BatchCompleted, 10*time.Second)
+	h.waitBatch(b.BatchId, record.BatchCompleted, 10*time.Second)
 	// The same batch again, past the stream's de-duplication, and again to a
 	// fresh dispatcher (a redelivery after a crash).
 	h.publish(b, b.BatchId+"-again")
 	d.stop()
-	h.start(LaneCampaign, testConfig())
+	h.start(record.LaneCampaign, testConfig())
 	h.publish(b, b.BatchId+"-third")
 	eventually(t, 10*time.Second, "redeliveries acked", func() bool {
-		info, err := h.js.Consumer(h.ctx, h.busCfg.Stream, ConsumerName(LaneCampaign))
+		info, err := h.js.Consumer(h.ctx, h.busCfg.Stream, ConsumerName(record.LaneCampaign))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +216,7 @@ func TestAutomationPersonalisesAndOverrides(t *testing.T) {
 	if _, err := cs.SetOptedOut(h.ctx, h.company.ID, ph[0], true); err != nil {
 		t.Fatal(err)
 	}
-	h.start(LaneAutomation, testConfig())
+	h.start(record.LaneAutomation, testConfig())
 	b := &sendsv1.AutomationBatch{
 		BatchId: newBatchID(t), CompanyId: h.company.ID, AutomationId: auto.ID,
 		ImageUrl: "https://cdn.example/request.png", Url: "https://shop.example/o/A-42",
@@ -226,8 +226,8 @@ func TestAutomationPersonalisesAndOverrides(t *testing.T) {
 		},
 	}
 	h.publish(b, "")
-	got := h.waitBatch(b.BatchId, BatchCompleted, 10*time.Second)
-	if got.Counts[StateSent] != 2 {
+	got := h.waitBatch(b.BatchId, record.BatchCompleted, 10*time.Second)
+	if got.Counts[record.StateSent] != 2 {
 		t.Fatalf("batch = %+v", got)
 	}
 	c0, err := cs.ByPhone(h.ctx, h.company.ID, ph[0])
@@ -277,13 +277,13 @@ func TestRetryableErrorsThenFailed(t *testing.T) {
 	}
 	cfg := testConfig()
 	cfg.MaxAttempts, cfg.BackoffBase, cfg.BackoffCap = 3, 50*time.Millisecond, 200*time.Millisecond
-	d := h.start(LaneCampaign, cfg)
+	d := h.start(record.LaneCampaign, cfg)
 	ph := phones(1)
 	b := h.campaignBatch(ph, false, nil)
 	h.publish(b, "")
-	got := h.waitBatch(b.BatchId, BatchCompleted, 15*time.Second)
+	got := h.waitBatch(b.BatchId, record.BatchCompleted, 15*time.Second)
 	m := h.messages(b.BatchId)[0]
-	if got.Counts[StateFailed] != 1 || m.State != StateFailed || m.Attempts != 3 || m.Code == nil || (*m.Code != 131000 && *m.Code != 131016) {
+	if got.Counts[record.StateFailed] != 1 || m.State != record.StateFailed || m.Attempts != 3 || m.Code == nil || (*m.Code != 131000 && *m.Code != 131016) {
 		t.Fatalf("message = %+v (code %v)", m, m.Code)
 	}
 	if st := h.sim.Stats(); st.Requests != 3 || st.Accepted != 0 {
@@ -296,12 +296,12 @@ func TestRetryableErrorsThenFailed(t *testing.T) {
 	}
 	d.stop()
 	cfg.MaxAttempts = 20
-	h.start(LaneCampaign, cfg)
+	h.start(record.LaneCampaign, cfg)
 	ph = phones(30)
 	b = h.campaignBatch(ph, false, nil)
 	h.publish(b, "")
-	got = h.waitBatch(b.BatchId, BatchCompleted, 20*time.Second)
-	if got.Counts[StateSent] != 30 {
+	got = h.waitBatch(b.BatchId, record.BatchCompleted, 20*time.Second)
+	if got.Counts[record.StateSent] != 30 {
 		t.Fatalf("with half the calls failing: %+v", got.Counts)
 	}
 }
@@ -313,16 +313,16 @@ func TestPermanentErrorFailsWithProviderCode(t *testing.T) {
 	if err := h.sim.SetTemplate(whatsappsim.TemplateSpec{Name: "something_else", Language: "en_US"}); err != nil {
 		t.Fatal(err)
 	}
-	h.start(LaneCampaign, testConfig())
+	h.start(record.LaneCampaign, testConfig())
 	b := h.campaignBatch(phones(2), false, nil)
 	h.publish(b, "")
-	got := h.waitBatch(b.BatchId, BatchCompleted, 10*time.Second)
+	got := h.waitBatch(b.BatchId, record.BatchCompleted, 10*time.Second)
 	for _, m := range h.messages(b.BatchId) {
-		if m.State != StateFailed || m.Attempts != 1 || m.Code == nil || *m.Code != 132001 || m.Title == nil || *m.Title == "" {
+		if m.State != record.StateFailed || m.Attempts != 1 || m.Code == nil || *m.Code != 132001 || m.Title == nil || *m.Title == "" {
 			t.Fatalf("message = %+v", m)
 		}
 	}
-	if got.Counts[StateFailed] != 2 || h.sim.Stats().Requests != 2 {
+	if got.Counts[record.StateFailed] != 2 || h.sim.Stats().Requests != 2 {
 		t.Fatalf("batch = %+v, requests %d", got, h.sim.Stats().Requests)
 	}
 }
@@ -344,7 +344,7 @@ func TestStatusCallbacksReachTheirMessages(t *testing.T) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		if _, err := batchview.ApplyStatuses(r.Context(), h.pool, ups, h.clock.Now()); err != nil {
+		if _, err := record.ApplyStatuses(r.Context(), h.pool, ups, h.clock.Now()); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
@@ -355,12 +355,12 @@ func TestStatusCallbacksReachTheirMessages(t *testing.T) {
 	}
 	cfg := testConfig()
 	cfg.FlushInterval = 50 * time.Millisecond // widen the race the backlog covers
-	h.start(LaneCampaign, cfg)
+	h.start(record.LaneCampaign, cfg)
 	b := h.campaignBatch(phones(200), false, nil)
 	h.publish(b, "")
-	h.waitBatch(b.BatchId, BatchCompleted, 10*time.Second)
+	h.waitBatch(b.BatchId, record.BatchCompleted, 10*time.Second)
 	eventually(t, 15*time.Second, "every message read", func() bool {
-		return h.batch(b.BatchId).Counts[StateRead] == 200
+		return h.batch(b.BatchId).Counts[record.StateRead] == 200
 	})
 	// Callbacks that raced the recorder's own pass over the backlog are
 	// applied by the sweeper (every second here).
@@ -378,8 +378,8 @@ func TestTwoDispatchersNeverSendTwice(t *testing.T) {
 	h := newHarness(t)
 	h.clock.Run()
 	cfg := testConfig()
-	a := h.start(LaneCampaign, cfg)
-	b := h.start(LaneCampaign, cfg)
+	a := h.start(record.LaneCampaign, cfg)
+	b := h.start(record.LaneCampaign, cfg)
 	var ids []string
 	total := 0
 	for range 8 {
@@ -389,7 +389,7 @@ func TestTwoDispatchersNeverSendTwice(t *testing.T) {
 		total += 250
 	}
 	for _, id := range ids {
-		h.waitBatch(id, BatchCompleted, 30*time.Second)
+		h.waitBatch(id, record.BatchCompleted, 30*time.Second)
 	}
 	st := h.sim.Stats()
 	if st.Accepted != int64(total) || st.DuplicateRecipients != 0 {
@@ -405,9 +405,9 @@ func TestTwoDispatchersNeverSendTwice(t *testing.T) {
 	ph := phones(300)
 	sched := h.campaignBatch(ph, false, &at)
 	h.publish(sched, "")
-	h.waitBatch(sched.BatchId, BatchScheduled, 10*time.Second)
+	h.waitBatch(sched.BatchId, record.BatchScheduled, 10*time.Second)
 	h.clock.Set(at)
-	h.waitBatch(sched.BatchId, BatchCompleted, 20*time.Second)
+	h.waitBatch(sched.BatchId, record.BatchCompleted, 20*time.Second)
 	for _, p := range ph {
 		if n := h.sends(p); n != 1 {
 			t.Fatalf("%s got %d sends", p, n)
@@ -423,26 +423,26 @@ func TestStaleClaimIsSentAgainAfterTheLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A dispatcher that claimed and died: its rows stay in sending.
-	dead := newTestEngine(t, h.fixture, LaneCampaign)
+	dead := newTestEngine(t, h.fixture, record.LaneCampaign)
 	if got, err := dead.claim(h.ctx, h.acct.ID, 10, h.clock.Now(), false); err != nil || len(got) != 2 {
 		t.Fatalf("claim = %d, %v", len(got), err)
 	}
 	cfg := testConfig()
 	cfg.SweepInterval = 100 * time.Millisecond
 	h.clock.Run()
-	h.start(LaneCampaign, cfg)
+	h.start(record.LaneCampaign, cfg)
 	time.Sleep(500 * time.Millisecond)
 	if n := h.sim.Stats().Accepted; n != 0 {
 		t.Fatalf("sent %d claims held by another dispatcher within the lease", n)
 	}
 	h.clock.Advance(cfg.Lease + time.Second)
-	got := h.waitBatch(b.BatchId, BatchCompleted, 10*time.Second)
+	got := h.waitBatch(b.BatchId, record.BatchCompleted, 10*time.Second)
 	for _, m := range h.messages(b.BatchId) {
-		if m.State != StateSent || m.Attempts != 2 {
+		if m.State != record.StateSent || m.Attempts != 2 {
 			t.Fatalf("message = %+v (the lost claim counts as an attempt)", m)
 		}
 	}
-	if got.Counts[StateSent] != 2 || h.sim.Stats().Accepted != 2 {
+	if got.Counts[record.StateSent] != 2 || h.sim.Stats().Accepted != 2 {
 		t.Fatalf("batch = %+v", got)
 	}
 }
@@ -450,7 +450,7 @@ func TestStaleClaimIsSentAgainAfterTheLease(t *testing.T) {
 func TestUndecodableBatchIsRejected(t *testing.T) {
 	h := newHarness(t)
 	h.clock.Run()
-	h.start(LaneCampaign, testConfig())
+	h.start(record.LaneCampaign, testConfig())
 	if _, err := h.js.Publish(h.ctx, h.busCfg.CampaignSubject(h.company.ID), []byte("\xff\xff not protobuf"),
 		jetstream.WithMsgID("junk-1")); err != nil {
 		t.Fatal(err)
@@ -473,12 +473,12 @@ func TestAccountThroughputIsRespected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.start(LaneCampaign, testConfig())
+	h.start(record.LaneCampaign, testConfig())
 	b := h.campaignBatch(phones(100), false, nil)
 	b.CampaignId = camp.ID
 	start := time.Now()
 	h.publish(b, "")
-	h.waitBatch(b.BatchId, BatchCompleted, 20*time.Second)
+	h.waitBatch(b.BatchId, record.BatchCompleted, 20*time.Second)
 	// 100 messages at 40/s with a burst of 4 take at least 2.4 s.
 	if el := time.Since(start); el < 2300*time.Millisecond {
 		t.Fatalf("100 messages at 40/s took %s", el)
@@ -496,15 +496,15 @@ func TestOnTheLocalNATS29(t *testing.T) {
 	}
 	h := newHarnessOn(t, url)
 	h.clock.Run()
-	h.start(LaneCampaign, testConfig())
-	h.start(LaneAutomation, testConfig())
+	h.start(record.LaneCampaign, testConfig())
+	h.start(record.LaneAutomation, testConfig())
 	c := h.campaignBatch(phones(20), false, nil)
 	h.publish(c, "")
 	a := &sendsv1.AutomationBatch{BatchId: newBatchID(t), CompanyId: h.company.ID, AutomationId: h.auto.ID,
 		Contacts: []*sendsv1.AutomationContact{{Phone: phones(1)[0], Variables: map[string]string{"order": "1"}}}}
 	h.publish(a, "")
-	h.waitBatch(c.BatchId, BatchCompleted, 10*time.Second)
-	h.waitBatch(a.BatchId, BatchCompleted, 10*time.Second)
+	h.waitBatch(c.BatchId, record.BatchCompleted, 10*time.Second)
+	h.waitBatch(a.BatchId, record.BatchCompleted, 10*time.Second)
 	if st := h.sim.Stats(); st.Accepted != 21 {
 		t.Fatalf("provider accepted %d", st.Accepted)
 	}
@@ -526,7 +526,7 @@ func TestGracefulStopLeavesNothingClaimed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := h.start(LaneCampaign, testConfig())
+	d := h.start(record.LaneCampaign, testConfig())
 	fast := h.campaignBatch(phones(40), false, nil)
 	h.publish(fast, "")
 	slowBatch := h.campaignBatch(phones(5), false, nil)
@@ -549,18 +549,18 @@ func TestGracefulStopLeavesNothingClaimed(t *testing.T) {
 	if sending != 0 || int64(sent) != h.sim.Stats().Accepted {
 		t.Fatalf("after a graceful stop: %d sending, %d recorded sent, provider accepted %d", sending, sent, h.sim.Stats().Accepted)
 	}
-	if released := testutil.ToFloat64(d.m.messages.WithLabelValues(string(LaneCampaign), "released")); released < 1 {
+	if released := testutil.ToFloat64(d.m.messages.WithLabelValues(string(record.LaneCampaign), "released")); released < 1 {
 		t.Fatalf("no claim was waiting for throughput at the stop (released %v)", released)
 	}
 	for _, m := range h.messages(slowBatch.BatchId) {
-		if m.State == StateQueued && m.Attempts != 0 {
+		if m.State == record.StateQueued && m.Attempts != 0 {
 			t.Fatalf("a released claim spent an attempt: %+v", m)
 		}
 	}
 	// A new dispatcher finishes the work.
-	h.start(LaneCampaign, testConfig())
-	h.waitBatch(fast.BatchId, BatchCompleted, 10*time.Second)
-	h.waitBatch(slowBatch.BatchId, BatchCompleted, 15*time.Second)
+	h.start(record.LaneCampaign, testConfig())
+	h.waitBatch(fast.BatchId, record.BatchCompleted, 10*time.Second)
+	h.waitBatch(slowBatch.BatchId, record.BatchCompleted, 15*time.Second)
 	if st := h.sim.Stats(); st.Accepted != 45 || st.DuplicateRecipients != 0 {
 		t.Fatalf("provider accepted %d, %d twice", st.Accepted, st.DuplicateRecipients)
 	}
@@ -575,13 +575,13 @@ func TestDispatchersMakeTheirDeclaredConsumers(t *testing.T) {
 		t.Fatalf("Consumers of an unknown lane = %v", got)
 	}
 	want := map[string]string{}
-	for _, lane := range []Lane{LaneCampaign, LaneAutomation} {
+	for _, lane := range []record.Lane{record.LaneCampaign, record.LaneAutomation} {
 		for _, c := range Consumers(lane, h.busCfg) {
 			want[c.Name] = c.Filter
 		}
 		h.start(lane, testConfig())
 	}
-	if len(want) != 3 || want[BatchConsumerName] != h.busCfg.BatchFilter() || want[ConsumerName(LaneAutomation)] != h.busCfg.AutomationFilter() {
+	if len(want) != 3 || want[BatchConsumerName] != h.busCfg.BatchFilter() || want[ConsumerName(record.LaneAutomation)] != h.busCfg.AutomationFilter() {
 		t.Fatalf("Consumers = %v", want)
 	}
 	eventually(t, 10*time.Second, "the declared consumers exist", func() bool {

@@ -16,6 +16,7 @@ import (
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
+	"github.com/parleyhq/parley/pkg/record"
 	"github.com/parleyhq/parley/pkg/store"
 )
 
@@ -42,7 +43,7 @@ type Deps struct {
 // them, and sends their messages. Any number of dispatchers of a lane may
 // run against the same stream and database.
 type Dispatcher struct {
-	lane Lane
+	lane record.Lane
 	cfg  Config
 	d    Deps
 	exp  *Expander
@@ -52,7 +53,7 @@ type Dispatcher struct {
 }
 
 // ConsumerName is the durable consumer of a lane on the SENDS stream.
-func ConsumerName(lane Lane) string { return string(lane) + "-dispatcher" }
+func ConsumerName(lane record.Lane) string { return string(lane) + "-dispatcher" }
 
 // BatchConsumerName is the campaign lane's second durable consumer, for
 // message batches (batch and connector sends): NATS 2.9 consumers take one
@@ -60,8 +61,8 @@ func ConsumerName(lane Lane) string { return string(lane) + "-dispatcher" }
 const BatchConsumerName = "campaign-dispatcher-batch"
 
 // New returns a dispatcher of lane.
-func New(lane Lane, cfg Config, d Deps) (*Dispatcher, error) {
-	if lane != LaneCampaign && lane != LaneAutomation {
+func New(lane record.Lane, cfg Config, d Deps) (*Dispatcher, error) {
+	if lane != record.LaneCampaign && lane != record.LaneAutomation {
 		return nil, fmt.Errorf("dispatcher lane %q", lane)
 	}
 	if d.Pool == nil || d.JS == nil || d.Catalog == nil || d.Sender == nil || d.Throttle == nil || d.Log == nil || d.Registry == nil {
@@ -97,11 +98,11 @@ type Consumer struct {
 // lane the message batches' too (BatchConsumerName). It is nil for an
 // unknown lane. Deployments scale each dispatcher on the lag of all of them
 // (testkit/deploycheck holds deploy/k8s to this list).
-func Consumers(lane Lane, b bus.Config) []Consumer {
+func Consumers(lane record.Lane, b bus.Config) []Consumer {
 	switch lane {
-	case LaneCampaign:
+	case record.LaneCampaign:
 		return []Consumer{{ConsumerName(lane), b.CampaignFilter()}, {BatchConsumerName, b.BatchFilter()}}
-	case LaneAutomation:
+	case record.LaneAutomation:
 		return []Consumer{{ConsumerName(lane), b.AutomationFilter()}}
 	}
 	return nil
@@ -389,10 +390,10 @@ func (x *Dispatcher) expand(ctx context.Context, subj bus.Subject, subjErr error
 	var what string
 	var run func() (Expansion, error)
 	switch {
-	case x.lane == LaneCampaign && subj.Kind == bus.KindMessageBatches:
+	case x.lane == record.LaneCampaign && subj.Kind == bus.KindMessageBatches:
 		m := &sendsv1.MessageBatch{}
 		b, what, run = m, "message batch", func() (Expansion, error) { return x.exp.Messages(ctx, m) }
-	case x.lane == LaneCampaign:
+	case x.lane == record.LaneCampaign:
 		m := &sendsv1.CampaignBatch{}
 		b, what, run = m, "campaign batch", func() (Expansion, error) { return x.exp.Campaign(ctx, m) }
 	default:

@@ -2,114 +2,28 @@ package delivery
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
 	"github.com/parleyhq/parley/pkg/backoff"
-	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
-	"github.com/parleyhq/parley/pkg/contacts"
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/ratelimit"
+	"github.com/parleyhq/parley/pkg/record"
 )
-
-// claimSQL takes up to $4 due messages of one account, oldest first,
-// skipping rows another dispatcher holds. In the same statement a
-// non-forced message to an opted-out contact becomes skipped_opt_out (the
-// opt-out is read now, not at expansion), and the rest become sending with
-// this claim's time. With $5 (delivery hours closed) only messages that
-// bypass the rules are taken. It returns what rendering needs.
-const claimSQL = `
-WITH picked AS (
-	SELECT m.id, (NOT m.bypass_rules AND c.opted_out_at IS NOT NULL) AS opted_out,
-		c.first_name, c.last_name, c.variables
-	FROM messages m
-	LEFT JOIN contacts c ON c.company_id = m.company_id AND c.phone = m.phone
-	WHERE m.lane = $1 AND m.messaging_account_id = $2
-	  AND m.state IN ('queued', 'scheduled', 'deferred') AND m.not_before <= $3
-	  AND (m.bypass_rules OR NOT $5)
-	ORDER BY m.not_before, m.id
-	LIMIT $4
-	FOR UPDATE OF m SKIP LOCKED
-)
-UPDATE messages m SET
-	state = (CASE WHEN p.opted_out THEN 'skipped_opt_out' ELSE 'sending' END)::message_state,
-	claimed_at = $3,
-	skipped_at = CASE WHEN p.opted_out THEN $3::timestamptz ELSE NULL END,
-	updated_at = $3
-FROM picked p WHERE m.id = p.id
-RETURNING m.id, m.batch_id::text, m.state::text, m.phone, COALESCE(m.template_id, 0), m.attempts, m.overrides, m.claimed_at,
-	COALESCE(p.first_name, ''), COALESCE(p.last_name, ''), p.variables, m.company_id`
-
-// deferSQL moves an account's due non-forced campaign messages to the next
-// opening of its delivery hours.
-const deferSQL = `
-UPDATE messages SET state = 'deferred', not_before = $3, updated_at = $2,
-	deferred_at = CASE WHEN state = 'deferred' THEN deferred_at ELSE $2::timestamptz END
-WHERE lane = 'campaign' AND messaging_account_id = $1
-  AND state IN ('queued', 'scheduled', 'deferred') AND not_before <= $2 AND NOT bypass_rules`
-
-// dueAccountsSQL lists the accounts of a lane with due work: a loose index
-// scan over the distinct accounts with waiting messages, then one probe
-// each, so a large backlog costs a handful of index lookups.
-const dueAccountsSQL = `
-WITH RECURSIVE a AS (
-	(SELECT messaging_account_id AS id FROM messages
-	 WHERE lane = $1 AND state IN ('queued', 'scheduled', 'deferred') AND messaging_account_id IS NOT NULL
-	 ORDER BY messaging_account_id LIMIT 1)
-	UNION ALL
-	SELECT (SELECT messaging_account_id FROM messages
-	        WHERE lane = $1 AND state IN ('queued', 'scheduled', 'deferred') AND messaging_account_id > a.id
-	        ORDER BY messaging_account_id LIMIT 1)
-	FROM a WHERE a.id IS NOT NULL
-)
-SELECT a.id FROM a WHERE a.id IS NOT NULL AND EXISTS (
-	SELECT 1 FROM messages m WHERE m.lane = $1 AND m.messaging_account_id = a.id
-	  AND m.state IN ('queued', 'scheduled', 'deferred') AND m.not_before <= $2)`
-
-// leaseSQL returns claims older than the lease to the queue (their
-// dispatcher died or stalled between claim and record); a message whose
-// attempts are spent fails instead.
-const leaseSQL = `
-UPDATE messages SET
-	state = (CASE WHEN attempts + 1 >= $3 THEN 'failed' ELSE 'queued' END)::message_state,
-	attempts = attempts + 1,
-	not_before = $1,
-	error_title = CASE WHEN attempts + 1 >= $3 THEN 'no outcome recorded after ' || (attempts + 1) || ' claims' ELSE error_title END,
-	failed_at = CASE WHEN attempts + 1 >= $3 THEN $1::timestamptz ELSE failed_at END,
-	updated_at = $1
-WHERE state = 'sending' AND claimed_at < $2 AND lane = $4
-RETURNING batch_id::text, state::text, id, company_id, phone, COALESCE(error_code, 0), COALESCE(error_title, '')`
-
-// claimed is one message taken by a claim.
-type claimed struct {
-	id         int64
-	batchID    string
-	state      State
-	phone      string
-	templateID int64
-	attempts   int
-	claimedAt  time.Time
-	overrides  messageOverrides
-	firstName  string
-	lastName   string
-	variables  map[string]string
-}
 
 // engine is the sending side of a dispatcher for one lane: a lane worker
 // per messaging account with due work, a bounded pool of provider calls,
 // and the recorder.
 type engine struct {
-	lane     Lane
+	lane     record.Lane
 	cfg      Config
 	pool     *pgxpool.Pool
 	cache    *catalogCache
@@ -132,7 +46,7 @@ type engine struct {
 	// pending are the messages hand-offs claimed, by account, waiting for
 	// the account's lane worker; handed counts them and the reservations
 	// not yet filled (handoff.go).
-	pending map[int64][]claimed
+	pending map[int64][]record.Claimed
 	handed  int
 	checked map[int64]checkedBatch
 	wg      sync.WaitGroup
@@ -149,7 +63,7 @@ type laneWorker struct {
 	woken bool
 }
 
-func newEngine(lane Lane, cfg Config, pool *pgxpool.Pool, cat Catalog, sender whatsapp.Sender, throttle Throttle,
+func newEngine(lane record.Lane, cfg Config, pool *pgxpool.Pool, cat Catalog, sender whatsapp.Sender, throttle Throttle,
 	callTimeout time.Duration, now Clock, log *zap.Logger, m *Metrics) *engine {
 	if callTimeout <= 0 {
 		callTimeout = whatsapp.DefaultTimeout
@@ -163,7 +77,7 @@ func newEngine(lane Lane, cfg Config, pool *pgxpool.Pool, cat Catalog, sender wh
 		stopped: make(chan struct{}),
 		sendCtx: context.Background(),
 		workers: map[int64]*laneWorker{},
-		pending: map[int64][]claimed{},
+		pending: map[int64][]record.Claimed{},
 		checked: map[int64]checkedBatch{},
 		warner:  ops.NewWarner(log, warnInterval),
 	}
@@ -242,14 +156,7 @@ func (e *engine) discover(ctx context.Context) {
 	}
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rows, err := e.pool.Query(qctx, dueAccountsSQL, string(e.lane), e.now())
-	if err != nil {
-		if ctx.Err() == nil {
-			e.warn("find accounts with due messages", zap.Error(err))
-		}
-		return
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	ids, err := record.DueAccounts(qctx, e.pool, e.lane, e.now())
 	if err != nil {
 		if ctx.Err() == nil {
 			e.warn("find accounts with due messages", zap.Error(err))
@@ -267,54 +174,18 @@ func (e *engine) sweep(ctx context.Context) {
 	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	now := e.now()
-	err := pgx.BeginFunc(qctx, e.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(qctx, leaseSQL, now, now.Add(-e.cfg.Lease), e.cfg.MaxAttempts, string(e.lane))
-		if err != nil {
-			return fmt.Errorf("return stale claims: %w", err)
-		}
-		var batches []string
-		var failed []changedMessage
-		seen := map[string]bool{}
-		n := 0
-		for rows.Next() {
-			var b, s string
-			m := changedMessage{At: now}
-			if err := rows.Scan(&b, &s, &m.ID, &m.CompanyID, &m.Phone, &m.Code, &m.Title); err != nil {
-				rows.Close()
-				return fmt.Errorf("return stale claims: %w", err)
-			}
-			n++
-			if State(s) == StateFailed {
-				m.BatchID, m.State = b, StateFailed
-				failed = append(failed, m)
-			}
-			if !seen[b] {
-				seen[b] = true
-				batches = append(batches, b)
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("return stale claims: %w", err)
-		}
-		if err := emitMessages(qctx, tx, failed); err != nil {
-			return err
-		}
-		if n > 0 {
-			e.m.leaseReclaims.WithLabelValues(string(e.lane)).Add(float64(n))
-			e.log.Warn("returned stale claims to the queue", zap.Int("messages", n), zap.Duration("lease", e.cfg.Lease))
-		}
-		return completeBatches(qctx, tx, batches, now)
-	})
+	n, err := record.ReturnStale(qctx, e.pool, e.lane, now, now.Add(-e.cfg.Lease), e.cfg.MaxAttempts)
 	if err != nil && ctx.Err() == nil {
 		e.warn("sweep", zap.Error(err))
 	}
-	if _, _, err := batchview.SweepBacklog(qctx, e.pool, now); err != nil && ctx.Err() == nil {
+	if n > 0 {
+		e.m.leaseReclaims.WithLabelValues(string(e.lane)).Add(float64(n))
+		e.log.Warn("returned stale claims to the queue", zap.Int("messages", n), zap.Duration("lease", e.cfg.Lease))
+	}
+	if _, _, err := record.SweepBacklog(qctx, e.pool, now); err != nil && ctx.Err() == nil {
 		e.warn("sweep status backlog", zap.Error(err))
 	}
-	var waiting int64
-	if err := e.pool.QueryRow(qctx, `SELECT count(*) FROM messages WHERE lane = $1 AND state IN ('queued', 'scheduled', 'deferred')`,
-		string(e.lane)).Scan(&waiting); err == nil {
+	if waiting, err := record.Waiting(qctx, e.pool, e.lane); err == nil {
 		e.m.backlog.WithLabelValues(string(e.lane)).Set(float64(waiting))
 	}
 }
@@ -391,16 +262,16 @@ func (e *engine) step(ctx context.Context, accountID int64) (more bool, err erro
 	}
 	now := e.now()
 	closed := false
-	if e.lane == LaneCampaign && acct.Window != nil {
+	if e.lane == record.LaneCampaign && acct.Window != nil {
 		open, next := NextOpening(acct.Window, e.cache.location(acct.Timezone), now)
 		if !open {
 			closed = true
 			e.giveBack(accountID)
-			tag, err := e.pool.Exec(ctx, deferSQL, accountID, now, next)
+			n, err := record.Defer(ctx, e.pool, accountID, now, next)
 			if err != nil {
-				return false, fmt.Errorf("defer messages of account %d: %w", accountID, err)
+				return false, err
 			}
-			if n := tag.RowsAffected(); n > 0 {
+			if n > 0 {
 				e.m.messages.WithLabelValues(string(e.lane), "deferred").Add(float64(n))
 				e.log.Info("outside delivery hours: messages deferred", zap.Int64("account_id", accountID),
 					zap.Int64("messages", n), zap.Time("until", next))
@@ -431,9 +302,9 @@ func (e *engine) step(ctx context.Context, accountID int64) (more bool, err erro
 	}
 	send := msgs[:0:0]
 	for _, m := range msgs {
-		if m.state == StateSkippedOptOut {
-			e.m.messages.WithLabelValues(string(e.lane), string(StateSkippedOptOut)).Inc()
-			e.rec.add(outcome{kind: kindTouch, batchID: m.batchID})
+		if m.State == record.StateSkippedOptOut {
+			e.m.messages.WithLabelValues(string(e.lane), string(record.StateSkippedOptOut)).Inc()
+			e.rec.add(record.Outcome{Kind: record.OutcomeTouch, BatchID: m.BatchID})
 			continue
 		}
 		send = append(send, m)
@@ -445,8 +316,8 @@ func (e *engine) step(ctx context.Context, accountID int64) (more bool, err erro
 	if !acct.Connected {
 		at := e.now()
 		for _, m := range send {
-			e.rec.add(outcome{kind: kindFailed, id: m.id, batchID: m.batchID, claimedAt: m.claimedAt, at: at,
-				title: fmt.Sprintf("messaging account %d is disconnected", acct.ID)})
+			e.rec.add(record.Outcome{Kind: record.OutcomeFailed, ID: m.ID, BatchID: m.BatchID, ClaimedAt: m.ClaimedAt, At: at,
+				Title: fmt.Sprintf("messaging account %d is disconnected", acct.ID)})
 		}
 		e.release(len(send))
 		return handed || len(msgs) == slots, nil
@@ -455,62 +326,10 @@ func (e *engine) step(ctx context.Context, accountID int64) (more bool, err erro
 	return handed || len(msgs) == slots, nil
 }
 
-func (e *engine) claim(ctx context.Context, accountID int64, n int, now time.Time, closed bool) ([]claimed, error) {
+func (e *engine) claim(ctx context.Context, accountID int64, n int, now time.Time, closed bool) ([]record.Claimed, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var out []claimed
-	// One transaction, so that the message.skipped events of the contacts
-	// found opted out commit with their state.
-	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		var err error
-		out, err = e.claimIn(ctx, tx, accountID, n, now, closed)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("claim messages of account %d: %w", accountID, err)
-	}
-	return out, nil
-}
-
-func (e *engine) claimIn(ctx context.Context, tx pgx.Tx, accountID int64, n int, now time.Time, closed bool) ([]claimed, error) {
-	rows, err := tx.Query(ctx, claimSQL, string(e.lane), accountID, now, n, closed)
-	if err != nil {
-		return nil, err
-	}
-	var skipped []changedMessage
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
-		var c claimed
-		var state string
-		var ov, vars []byte
-		var company int64
-		if err := r.Scan(&c.id, &c.batchID, &state, &c.phone, &c.templateID, &c.attempts, &ov, &c.claimedAt,
-			&c.firstName, &c.lastName, &vars, &company); err != nil {
-			return c, err
-		}
-		if State(state) == StateSkippedOptOut {
-			skipped = append(skipped, changedMessage{ID: c.id, CompanyID: company, BatchID: c.batchID, Phone: c.phone,
-				State: StateSkippedOptOut, At: now})
-		}
-		c.state = State(state)
-		if len(ov) > 0 {
-			if err := json.Unmarshal(ov, &c.overrides); err != nil {
-				return c, fmt.Errorf("message %d overrides: %w", c.id, err)
-			}
-		}
-		v, err := contacts.DecodeVariables(vars)
-		if err != nil {
-			return c, fmt.Errorf("message %d contact: %w", c.id, err)
-		}
-		c.variables = v
-		return c, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := emitMessages(ctx, tx, skipped); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return record.Claim(ctx, e.pool, e.lane, accountID, n, now, closed)
 }
 
 // throttleKey is the throughput limiter's key of an account, shared by both
@@ -524,7 +343,7 @@ func throttleKey(acct catalog.MessagingAccount) string {
 // dispatch waits for the account's throughput tokens and starts each send
 // as its token comes. On shutdown the messages not started go back to the
 // queue untouched.
-func (e *engine) dispatch(ctx context.Context, acct catalog.MessagingAccount, msgs []claimed) {
+func (e *engine) dispatch(ctx context.Context, acct catalog.MessagingAccount, msgs []record.Claimed) {
 	left, _ := e.throttle.WaitEach(ctx, throttleKey(acct), acct.ThroughputPerSecond, len(msgs), func(granted int) {
 		for _, m := range msgs[:granted] {
 			if e.fresh(m) {
@@ -545,10 +364,10 @@ func (e *engine) dispatch(ctx context.Context, acct catalog.MessagingAccount, ms
 
 // unsent gives claims that were never sent back to the queue, due at once,
 // no attempt spent (the recorder's release).
-func (e *engine) unsent(msgs ...claimed) {
+func (e *engine) unsent(msgs ...record.Claimed) {
 	at := e.now()
 	for _, m := range msgs {
-		e.rec.add(outcome{kind: kindRelease, id: m.id, batchID: m.batchID, claimedAt: m.claimedAt, notBefore: at, at: at})
+		e.rec.add(record.Outcome{Kind: record.OutcomeRelease, ID: m.ID, BatchID: m.BatchID, ClaimedAt: m.ClaimedAt, NotBefore: at, At: at})
 	}
 	e.m.messages.WithLabelValues(string(e.lane), "released").Add(float64(len(msgs)))
 }
@@ -558,8 +377,8 @@ func (e *engine) unsent(msgs ...claimed) {
 // the lease could give the message to another dispatcher. A lane worker's
 // claims start at once; a hand-off's may wait for a slot (handoff.go). A
 // claim too old goes back to the queue unsent.
-func (e *engine) fresh(m claimed) bool {
-	return e.now().Sub(m.claimedAt) < e.sendWithin()
+func (e *engine) fresh(m record.Claimed) bool {
+	return e.now().Sub(m.ClaimedAt) < e.sendWithin()
 }
 
 // sendWithin is how long after its claim a message may still be sent.
@@ -572,7 +391,7 @@ func (e *engine) sendWithin() time.Duration {
 	return within
 }
 
-func (e *engine) launch(acct catalog.MessagingAccount, m claimed) {
+func (e *engine) launch(acct catalog.MessagingAccount, m record.Claimed) {
 	e.sends.Add(1)
 	e.m.inFlight.WithLabelValues(string(e.lane)).Inc()
 	j := sendJob{acct: acct, m: m}
@@ -587,7 +406,7 @@ func (e *engine) launch(acct catalog.MessagingAccount, m claimed) {
 // sendJob is a claimed message for a sender goroutine.
 type sendJob struct {
 	acct catalog.MessagingAccount
-	m    claimed
+	m    record.Claimed
 }
 
 // senderIdle is how long a sender goroutine waits for its next message
@@ -625,44 +444,44 @@ func (e *engine) sendLoop(j sendJob) {
 
 // recipient is the contact as this message personalises it: the trigger's
 // names and variables over the contact record's.
-func (m claimed) recipient() (whatsapp.Recipient, whatsapp.Overrides) {
-	vars := make(map[string]string, len(m.variables)+len(m.overrides.Variables))
-	for k, v := range m.variables {
+func recipient(m record.Claimed) (whatsapp.Recipient, whatsapp.Overrides) {
+	vars := make(map[string]string, len(m.Variables)+len(m.Overrides.Variables))
+	for k, v := range m.Variables {
 		vars[k] = v
 	}
-	for k, v := range m.overrides.Variables {
+	for k, v := range m.Overrides.Variables {
 		vars[k] = v
 	}
-	r := whatsapp.Recipient{Phone: m.phone, FirstName: m.firstName, LastName: m.lastName, Variables: vars,
-		ImageURL: m.overrides.ImageURL, VideoURL: m.overrides.VideoURL}
-	if m.overrides.FirstName != "" {
-		r.FirstName = m.overrides.FirstName
+	r := whatsapp.Recipient{Phone: m.Phone, FirstName: m.FirstName, LastName: m.LastName, Variables: vars,
+		ImageURL: m.Overrides.ImageURL, VideoURL: m.Overrides.VideoURL}
+	if m.Overrides.FirstName != "" {
+		r.FirstName = m.Overrides.FirstName
 	}
-	if m.overrides.LastName != "" {
-		r.LastName = m.overrides.LastName
+	if m.Overrides.LastName != "" {
+		r.LastName = m.Overrides.LastName
 	}
-	return r, whatsapp.Overrides{URL: m.overrides.URL, URL2: m.overrides.URL2}
+	return r, whatsapp.Overrides{URL: m.Overrides.URL, URL2: m.Overrides.URL2}
 }
 
-func (e *engine) send(acct catalog.MessagingAccount, m claimed) outcome {
+func (e *engine) send(acct catalog.MessagingAccount, m record.Claimed) record.Outcome {
 	ctx := e.sendCtx
-	o := outcome{id: m.id, batchID: m.batchID, claimedAt: m.claimedAt}
-	tpl, err := e.cache.template(ctx, m.templateID)
+	o := record.Outcome{ID: m.ID, BatchID: m.BatchID, ClaimedAt: m.ClaimedAt}
+	tpl, err := e.cache.template(ctx, m.TemplateID)
 	if err != nil {
-		return e.failure(o, m, fmt.Errorf("load template %d: %w", m.templateID, err))
+		return e.failure(o, m, fmt.Errorf("load template %d: %w", m.TemplateID, err))
 	}
 	tok, err := e.cache.token(ctx, acct.ID)
 	if err != nil {
 		return e.failure(o, m, fmt.Errorf("load access token: %w", err))
 	}
-	to, ov := m.recipient()
+	to, ov := recipient(m)
 	start := time.Now()
 	wamid, err := e.sender.SendTemplate(ctx, whatsapp.Account{PhoneNumberID: acct.PhoneNumberID, AccessToken: tok}, tpl.Template, to, ov)
 	e.m.sendSeconds.WithLabelValues(string(e.lane)).Observe(time.Since(start).Seconds())
 	if err != nil {
 		return e.failure(o, m, err)
 	}
-	o.kind, o.wamid, o.at = kindSent, wamid, e.now()
+	o.Kind, o.Wamid, o.At = record.OutcomeSent, wamid, e.now()
 	return o
 }
 
@@ -670,34 +489,34 @@ func (e *engine) send(acct catalog.MessagingAccount, m claimed) outcome {
 // permanent error or the last attempt, a failure with the provider's code.
 // A message that cannot be rendered (a missing parameter) is permanent and
 // its title says which part is missing.
-func (e *engine) failure(o outcome, m claimed, err error) outcome {
-	o.at = e.now()
+func (e *engine) failure(o record.Outcome, m record.Claimed, err error) record.Outcome {
+	o.At = e.now()
 	class := whatsapp.Classify(err)
 	var floor time.Duration
 	var pe *whatsapp.Error
 	var re *whatsapp.RenderError
 	switch {
 	case errors.As(err, &pe):
-		o.code, o.title, floor = pe.Code, pe.Title, pe.RetryAfter
-		if o.title == "" {
-			o.title = pe.Message
+		o.Code, o.Title, floor = pe.Code, pe.Title, pe.RetryAfter
+		if o.Title == "" {
+			o.Title = pe.Message
 		}
 	case errors.As(err, &re):
-		o.code, o.title = re.ErrorCode(), re.Title()
+		o.Code, o.Title = re.ErrorCode(), re.Title()
 	default:
-		o.title = err.Error()
+		o.Title = err.Error()
 	}
-	attempt := m.attempts + 1
+	attempt := m.Attempts + 1
 	if class == whatsapp.Permanent || attempt >= e.cfg.MaxAttempts {
-		o.kind = kindFailed
+		o.Kind = record.OutcomeFailed
 		if class != whatsapp.Permanent {
-			e.log.Info("message failed after its last attempt", zap.Int64("message_id", m.id),
-				zap.Int("attempts", attempt), zap.Int("code", o.code), zap.Stringer("class", class))
+			e.log.Info("message failed after its last attempt", zap.Int64("message_id", m.ID),
+				zap.Int("attempts", attempt), zap.Int("code", o.Code), zap.Stringer("class", class))
 		}
 		return o
 	}
-	o.kind = kindRetry
-	o.notBefore = o.at.Add(max(Backoff(e.cfg.BackoffBase, e.cfg.BackoffCap, attempt), floor))
+	o.Kind = record.OutcomeRetry
+	o.NotBefore = o.At.Add(max(Backoff(e.cfg.BackoffBase, e.cfg.BackoffCap, attempt), floor))
 	return o
 }
 

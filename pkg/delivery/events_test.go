@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
 	"github.com/parleyhq/parley/pkg/contacts"
+	"github.com/parleyhq/parley/pkg/record"
 )
 
 // outboxEvent is one event_outbox row, its data decoded.
@@ -68,7 +68,7 @@ func TestEveryStateChangeWritesItsEvent(t *testing.T) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		if _, err := batchview.ApplyStatuses(r.Context(), h.pool, ups, h.clock.Now()); err != nil {
+		if _, err := record.ApplyStatuses(r.Context(), h.pool, ups, h.clock.Now()); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 		}
 	}))
@@ -76,16 +76,16 @@ func TestEveryStateChangeWritesItsEvent(t *testing.T) {
 	if err := h.sim.SetCallbacks(whatsappsim.CallbackSettings{URL: rcv.URL, AppSecret: "s"}); err != nil {
 		t.Fatal(err)
 	}
-	h.start(LaneCampaign, testConfig())
+	h.start(record.LaneCampaign, testConfig())
 	ph := phones(3)
 	if _, err := contacts.NewStore(h.pool, h.clock.Now).SetOptedOut(h.ctx, h.company.ID, ph[0], true); err != nil {
 		t.Fatal(err)
 	}
 	b := h.campaignBatch(ph, false, nil)
 	h.publish(b, "")
-	h.waitBatch(b.BatchId, BatchCompleted, 10*time.Second)
+	h.waitBatch(b.BatchId, record.BatchCompleted, 10*time.Second)
 	eventually(t, 15*time.Second, "every sent message read", func() bool {
-		return h.batch(b.BatchId).Counts[StateRead] == 2
+		return h.batch(b.BatchId).Counts[record.StateRead] == 2
 	})
 	evs := h.outbox()
 	byPhone := eventsByPhone(evs)
@@ -151,14 +151,14 @@ func TestFailuresWriteTheirEvents(t *testing.T) {
 	h.exec(`DELETE FROM event_outbox`)
 
 	// A permanent provider error: message.failed with the provider's code.
-	h.start(LaneCampaign, testConfig())
+	h.start(record.LaneCampaign, testConfig())
 	// Once any template is registered the simulator refuses the others (132001).
 	if err := h.sim.SetTemplate(whatsappsim.TemplateSpec{Name: "something_else", Language: "en_US"}); err != nil {
 		t.Fatal(err)
 	}
 	b := h.campaignBatch(phones(1), false, nil)
 	h.publish(b, "")
-	h.waitBatch(b.BatchId, BatchCompleted, 10*time.Second)
+	h.waitBatch(b.BatchId, record.BatchCompleted, 10*time.Second)
 	evs = h.outbox()
 	if len(evs) != 2 || evs[0].Type != "message.failed" || evs[1].Type != "batch.completed" {
 		t.Fatalf("events = %+v", evs)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -19,6 +18,7 @@ import (
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/contacts"
 	"github.com/parleyhq/parley/pkg/phone"
+	"github.com/parleyhq/parley/pkg/record"
 )
 
 // Catalog is what the engine reads of a company's configuration
@@ -80,22 +80,6 @@ func NewExpander(pool *pgxpool.Pool, cat Catalog, now Clock) *Expander {
 	return &Expander{pool: pool, cat: cat, now: now}
 }
 
-type batchRow struct {
-	id             string
-	companyID      int64
-	kind           bus.BatchKind
-	source         bus.Source
-	campaignID     *int64
-	automationID   *int64
-	segmentID      *int64
-	contactCount   int
-	isForced       bool
-	scheduledAt    *time.Time
-	idempotencyKey *string
-	acceptedAt     time.Time
-	overrides      []byte
-}
-
 // acceptedAt is when the gateway accepted a batch, or now for a batch that
 // does not say.
 func acceptedAt(ts *timestamppb.Timestamp, now time.Time) time.Time {
@@ -108,16 +92,16 @@ func acceptedAt(ts *timestamppb.Timestamp, now time.Time) time.Time {
 // schedule records a batch's scheduled_at (ts, when it has one) and returns
 // the state and due time of its new messages: scheduled until then when that
 // is still ahead, else queued now.
-func (r *batchRow) schedule(ts *timestamppb.Timestamp, now time.Time) (State, time.Time) {
+func schedule(r *record.BatchRow, ts *timestamppb.Timestamp, now time.Time) (record.State, time.Time) {
 	if ts == nil {
-		return StateQueued, now
+		return record.StateQueued, now
 	}
 	at := ts.AsTime()
-	r.scheduledAt = &at
+	r.ScheduledAt = &at
 	if at.After(now) {
-		return StateScheduled, at
+		return record.StateScheduled, at
 	}
-	return StateQueued, now
+	return record.StateQueued, now
 }
 
 func optional[T comparable](v T) *T {
@@ -126,101 +110,6 @@ func optional[T comparable](v T) *T {
 		return nil
 	}
 	return &v
-}
-
-// lockBatch records the batch (an earlier delivery may have done it) and
-// locks its row, so that concurrent deliveries of one batch expand it once.
-// fresh is false when it was expanded before. cancelled is whether the
-// batch was cancelled while it waited in the stream (pkg/batchctl recorded
-// it with status cancelled): it is expanded all the same, and its messages
-// are cancelled in the same transaction (expanded).
-func lockBatch(ctx context.Context, tx pgx.Tx, r batchRow) (fresh, cancelled bool, err error) {
-	if _, err := tx.Exec(ctx, `
-		INSERT INTO batches (id, company_id, kind, source, campaign_id, automation_id, segment_id, contact_count,
-			is_forced, scheduled_at, status, idempotency_key, accepted_at, overrides, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'accepted', $11, $12, $13, $14)
-		ON CONFLICT (id) DO NOTHING`,
-		r.id, r.companyID, r.kind, r.source, r.campaignID, r.automationID, r.segmentID, r.contactCount,
-		r.isForced, r.scheduledAt, r.idempotencyKey, r.acceptedAt, r.overrides, r.acceptedAt); err != nil {
-		return false, false, fmt.Errorf("record batch: %w", err)
-	}
-	var company int64
-	var status string
-	var expanded bool
-	if err := tx.QueryRow(ctx, `
-		SELECT company_id, status::text, EXISTS (SELECT 1 FROM messages WHERE batch_id = b.id)
-		FROM batches b WHERE id = $1 FOR UPDATE`, r.id).Scan(&company, &status, &expanded); err != nil {
-		return false, false, fmt.Errorf("lock batch: %w", err)
-	}
-	if company != r.companyID {
-		return false, false, reject("batch %s is recorded for company %d, the message says %d", r.id, company, r.companyID)
-	}
-	if expanded {
-		return false, false, nil
-	}
-	switch BatchState(status) {
-	case BatchAccepted:
-		return true, false, nil
-	case BatchCancelled:
-		// The cancel recorded what the stream said; the batch itself knows
-		// its targets and options.
-		if _, err := tx.Exec(ctx, `
-			UPDATE batches SET campaign_id = $2, automation_id = $3, segment_id = $4, is_forced = $5,
-				scheduled_at = $6, idempotency_key = $7, overrides = $8, status = 'accepted'
-			WHERE id = $1`,
-			r.id, r.campaignID, r.automationID, r.segmentID, r.isForced, r.scheduledAt, r.idempotencyKey, r.overrides); err != nil {
-			return false, false, fmt.Errorf("record cancelled batch %s: %w", r.id, err)
-		}
-		return true, true, nil
-	}
-	return false, false, nil
-}
-
-// finishCancelled ends the expansion of a batch cancelled in the stream:
-// its new messages become cancelled and its status follows (see
-// CompleteBatches): cancelled, even when its targets were gone (its failed
-// messages say so); nothing is due.
-func finishCancelled(ctx context.Context, tx pgx.Tx, id string, count int, failure string, now time.Time, out *Expansion) error {
-	if err := finishBatch(ctx, tx, id, BatchProcessing, count, failure, now); err != nil {
-		return err
-	}
-	out.Due, out.AccountID, out.MoreAccounts = false, 0, nil
-	return completeBatches(ctx, tx, []string{id}, now)
-}
-
-func finishBatch(ctx context.Context, tx pgx.Tx, id string, status BatchState, count int, failure string, now time.Time) error {
-	var completed *time.Time
-	if status == BatchCompleted || status == BatchFailed {
-		completed = &now
-	}
-	var company int64
-	var kind string
-	if err := tx.QueryRow(ctx, `
-		UPDATE batches SET status = $2, contact_count = $3, error = NULLIF($4, ''), completed_at = $5 WHERE id = $1
-		RETURNING company_id, kind::text`,
-		id, string(status), count, failure, completed).Scan(&company, &kind); err != nil {
-		return fmt.Errorf("update batch %s: %w", id, err)
-	}
-	if err := emitFailedAtExpansion(ctx, tx, id); err != nil {
-		return err
-	}
-	if completed == nil {
-		return nil
-	}
-	return emitBatches(ctx, tx, []finishedBatch{{id: id, companyID: company, kind: kind, status: status, failure: failure, at: now}})
-}
-
-// insertFailed records one failed message per phone, saying why.
-func insertFailed(ctx context.Context, tx pgx.Tx, lane Lane, batchID string, companyID int64, phones []string, why string, now time.Time) error {
-	_, err := tx.Exec(ctx, `
-		INSERT INTO messages (batch_id, seq, company_id, phone, state, lane, error_title, failed_at, not_before, created_at, updated_at)
-		SELECT $1, p.ord - 1, $2, p.phone, 'failed', $3, $4, $5, $5, $5, $5
-		FROM unnest($6::text[]) WITH ORDINALITY AS p(phone, ord)
-		ON CONFLICT (batch_id, seq) DO NOTHING`, batchID, companyID, string(lane), why, now, phones)
-	if err != nil {
-		return fmt.Errorf("record failed messages of batch %s: %w", batchID, err)
-	}
-	return nil
 }
 
 func (x *Expander) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
@@ -249,15 +138,15 @@ func checkBatch(b sentBatch) error {
 }
 
 // rowOf is the batches row of b, of count contacts.
-func rowOf(b sentBatch, count int, forced bool, now time.Time) (batchRow, error) {
+func rowOf(b sentBatch, count int, forced bool, now time.Time) (record.BatchRow, error) {
 	kind, source, err := bus.DescribeBatch(b)
 	if err != nil {
-		return batchRow{}, err
+		return record.BatchRow{}, err
 	}
-	return batchRow{
-		id: b.GetBatchId(), companyID: b.GetCompanyId(), kind: kind, source: source,
-		contactCount: count, isForced: forced, idempotencyKey: optional(b.GetIdempotencyKey()),
-		acceptedAt: acceptedAt(b.GetAcceptedAt(), now),
+	return record.BatchRow{
+		ID: b.GetBatchId(), CompanyID: b.GetCompanyId(), Kind: kind, Source: source,
+		ContactCount: count, IsForced: forced, IdempotencyKey: optional(b.GetIdempotencyKey()),
+		AcceptedAt: acceptedAt(b.GetAcceptedAt(), now),
 	}, nil
 }
 
@@ -266,8 +155,8 @@ func rowOf(b sentBatch, count int, forced bool, now time.Time) (batchRow, error)
 // fails (failure; each of phones gets a failed message saying so) or how
 // its messages are created.
 type plan struct {
-	lane    Lane
-	row     batchRow
+	lane    record.Lane
+	row     record.BatchRow
 	phones  []string
 	failure string
 	now     time.Time
@@ -276,7 +165,7 @@ type plan struct {
 	prepare func(ctx context.Context, tx pgx.Tx, p *plan) error
 	// create inserts the messages and says what that did: the expansion,
 	// the batch's status and its failure ("" unless it failed).
-	create func(ctx context.Context, tx pgx.Tx) (Expansion, BatchState, string, error)
+	create func(ctx context.Context, tx pgx.Tx) (Expansion, record.BatchState, string, error)
 	// cancelled is set before create runs: the batch was cancelled in the
 	// stream (its messages are cancelled once created; none is claimed).
 	cancelled bool
@@ -296,28 +185,33 @@ func (x *Expander) expand(ctx context.Context, p *plan) (Expansion, error) {
 				return err
 			}
 		}
-		fresh, cancelled, err := lockBatch(ctx, tx, p.row)
+		fresh, cancelled, err := record.LockBatch(ctx, tx, p.row)
+		if mismatch := (*record.CompanyMismatchError)(nil); errors.As(err, &mismatch) {
+			return reject("%s", mismatch.Error())
+		}
 		if err != nil || !fresh {
 			out = Expansion{Result: ResultRedelivered}
 			return err
 		}
 		p.cancelled = cancelled
-		status, failure := BatchFailed, p.failure
+		status, failure := record.BatchFailed, p.failure
 		if failure != "" {
 			out = Expansion{Result: ResultFailed, Messages: len(p.phones)}
-			if err := insertFailed(ctx, tx, p.lane, p.row.id, p.row.companyID, p.phones, failure, p.now); err != nil {
+			if err := record.InsertFailed(ctx, tx, p.lane, p.row.ID, p.row.CompanyID, p.phones, failure, p.now); err != nil {
 				return err
 			}
 		} else if out, status, failure, err = p.create(ctx, tx); err != nil {
 			return err
 		}
 		if cancelled {
-			return finishCancelled(ctx, tx, p.row.id, out.Messages, failure, p.now, &out)
+			// Nothing of a batch cancelled in the stream is due.
+			out.Due, out.AccountID, out.MoreAccounts = false, 0, nil
+			return record.FinishCancelled(ctx, tx, p.row.ID, out.Messages, failure, p.now)
 		}
-		if err := finishBatch(ctx, tx, p.row.id, status, out.Messages, failure, p.now); err != nil || !p.settle {
+		if err := record.FinishExpansion(ctx, tx, p.row.ID, status, out.Messages, failure, p.now); err != nil || !p.settle {
 			return err
 		}
-		return completeBatches(ctx, tx, []string{p.row.id}, p.now)
+		return record.CompleteBatches(ctx, tx, []string{p.row.ID}, p.now)
 	})
 	if err != nil {
 		return Expansion{}, err
@@ -326,14 +220,14 @@ func (x *Expander) expand(ctx context.Context, p *plan) (Expansion, error) {
 }
 
 // statusAfter is the status of a batch that created n messages in state.
-func statusAfter(n int, state State) BatchState {
+func statusAfter(n int, state record.State) record.BatchState {
 	switch {
 	case n == 0:
-		return BatchCompleted
-	case state == StateScheduled:
-		return BatchScheduled
+		return record.BatchCompleted
+	case state == record.StateScheduled:
+		return record.BatchScheduled
 	}
-	return BatchProcessing
+	return record.BatchProcessing
 }
 
 // Campaign expands a campaign batch: one message per phone (or per member
@@ -360,44 +254,33 @@ func (x *Expander) Campaign(ctx context.Context, b *sendsv1.CampaignBatch) (Expa
 		return Expansion{}, err
 	}
 	if failure == "" {
-		row.campaignID = &camp.ID
+		row.CampaignID = &camp.ID
 	}
-	state, notBefore := row.schedule(b.GetScheduledAt(), now)
-	p := &plan{lane: LaneCampaign, row: row, phones: phones, failure: failure, now: now}
+	state, notBefore := schedule(&row, b.GetScheduledAt(), now)
+	p := &plan{lane: record.LaneCampaign, row: row, phones: phones, failure: failure, now: now}
 	if segmentID := b.GetSegmentId(); segmentID != 0 {
 		p.prepare = func(ctx context.Context, tx pgx.Tx, p *plan) error { return findSegment(ctx, tx, p, segmentID) }
 	}
 	// A fresh batch due now may claim its first messages for this
 	// dispatcher as it creates them (handoff.go).
 	var h *handoff
-	if failure == "" && b.GetSegmentId() == 0 && state == StateQueued {
-		h = x.eng.reserve(acct, row.isForced, len(phones), now)
+	if failure == "" && b.GetSegmentId() == 0 && state == record.StateQueued {
+		h = x.eng.reserve(acct, row.IsForced, len(phones), now)
 	}
-	p.create = func(ctx context.Context, tx pgx.Tx) (Expansion, BatchState, string, error) {
-		var t pgconn.CommandTag
+	p.create = func(ctx context.Context, tx pgx.Tx) (Expansion, record.BatchState, string, error) {
+		m := record.NewMessages{BatchID: row.ID, CompanyID: row.CompanyID, AccountID: acct.ID, TemplateID: camp.TemplateID,
+			State: state, NotBefore: notBefore, BypassRules: row.IsForced, At: now}
+		var n, claimed int
 		var err error
-		if p.row.segmentID != nil {
-			t, err = tx.Exec(ctx, `
-				INSERT INTO messages (batch_id, seq, company_id, contact_id, phone, messaging_account_id, state, not_before,
-					lane, template_id, bypass_rules, created_at, updated_at)
-				SELECT $1, (row_number() OVER (ORDER BY c.id)) - 1, $2, c.id, c.phone, $3, $4, $5, 'campaign', $6, $7, $8, $8
-				FROM segment_members sm JOIN contacts c ON c.id = sm.contact_id
-				WHERE sm.segment_id = $9 AND c.company_id = $2
-				ON CONFLICT (batch_id, seq) DO NOTHING`,
-				row.id, row.companyID, acct.ID, string(state), notBefore, camp.TemplateID, row.isForced, now, *p.row.segmentID)
+		if p.row.SegmentID != nil {
+			n, err = record.InsertSegmentMessages(ctx, tx, m, *p.row.SegmentID)
 		} else {
-			var n, claimed int
-			n, claimed, err = x.insertPhones(ctx, tx, h, p, acct.ID, string(state), notBefore, camp.TemplateID)
-			if err == nil {
-				return Expansion{Result: ResultExpanded, AccountID: acct.ID, Messages: n, Due: n > claimed && state == StateQueued},
-					statusAfter(n, state), "", nil
-			}
+			n, claimed, err = x.insertPhones(ctx, tx, h, p, m)
 		}
 		if err != nil {
-			return Expansion{}, "", "", fmt.Errorf("expand batch %s: %w", row.id, err)
+			return Expansion{}, "", "", err
 		}
-		n := int(t.RowsAffected())
-		return Expansion{Result: ResultExpanded, AccountID: acct.ID, Messages: n, Due: n > 0 && state == StateQueued},
+		return Expansion{Result: ResultExpanded, AccountID: acct.ID, Messages: n, Due: n > claimed && state == record.StateQueued},
 			statusAfter(n, state), "", nil
 	}
 	out, err := x.expand(ctx, p)
@@ -407,31 +290,20 @@ func (x *Expander) Campaign(ctx context.Context, b *sendsv1.CampaignBatch) (Expa
 
 // insertPhones creates a campaign batch's messages for p.phones: the first
 // ones claimed for h (when the account has no older due message; see
-// handoff.limit), the others in state. It returns how many it created and
+// handoff.limit), the others in m.State. It returns how many it created and
 // how many of those it claimed (sent or skipped).
-func (x *Expander) insertPhones(ctx context.Context, tx pgx.Tx, h *handoff, p *plan, accountID int64, state string,
-	notBefore time.Time, templateID int64) (n, claimed int, err error) {
+func (x *Expander) insertPhones(ctx context.Context, tx pgx.Tx, h *handoff, p *plan, m record.NewMessages) (n, claimed int, err error) {
 	limit := 0
 	if !p.cancelled {
 		if limit, err = h.limit(ctx, tx, p.now); err != nil {
 			return 0, 0, err
 		}
 	}
-	row := p.row
 	if limit == 0 {
-		t, err := tx.Exec(ctx, `
-			INSERT INTO messages (batch_id, seq, company_id, contact_id, phone, messaging_account_id, state, not_before,
-				lane, template_id, bypass_rules, created_at, updated_at)
-			SELECT $1, p.ord - 1, $2, c.id, p.phone, $3, $4, $5, 'campaign', $6, $7, $8, $8
-			FROM unnest($9::text[]) WITH ORDINALITY AS p(phone, ord)
-			LEFT JOIN contacts c ON c.company_id = $2 AND c.phone = p.phone
-			ON CONFLICT (batch_id, seq) DO NOTHING`,
-			row.id, row.companyID, accountID, state, notBefore, templateID, row.isForced, p.now, p.phones)
-		return int(t.RowsAffected()), 0, err
+		n, err = record.InsertPhoneMessages(ctx, tx, m, p.phones)
+		return n, 0, err
 	}
-	n, err = h.insertClaimed(ctx, tx, campaignFromPhones, row.id, row.companyID, templateID, p.now,
-		row.id, row.companyID, accountID, state, notBefore, templateID, row.isForced, p.now, p.phones, limit)
-	if err != nil {
+	if n, err = h.insertClaimed(ctx, tx, m, p.phones, limit); err != nil {
 		return 0, 0, err
 	}
 	// Opted-out contacts' messages are final already: the batch may be
@@ -471,28 +343,16 @@ func findSegment(ctx context.Context, tx pgx.Tx, p *plan, segmentID int64) error
 	}
 	var ok bool
 	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM segments WHERE id = $1 AND company_id = $2)`,
-		segmentID, p.row.companyID).Scan(&ok); err != nil {
+		segmentID, p.row.CompanyID).Scan(&ok); err != nil {
 		return fmt.Errorf("find segment %d: %w", segmentID, err)
 	}
 	if ok {
-		p.row.segmentID = &segmentID
+		p.row.SegmentID = &segmentID
 	} else {
 		p.failure = fmt.Sprintf("segment %d no longer exists", segmentID)
-		p.row.campaignID = nil
+		p.row.CampaignID = nil
 	}
 	return nil
-}
-
-// messageOverrides is messages.overrides: what personalises one automation
-// message beyond its contact record, as the trigger gave it.
-type messageOverrides struct {
-	FirstName string            `json:"first_name,omitempty"`
-	LastName  string            `json:"last_name,omitempty"`
-	Variables map[string]string `json:"variables,omitempty"`
-	ImageURL  string            `json:"image_url,omitempty"`
-	VideoURL  string            `json:"video_url,omitempty"`
-	URL       string            `json:"url,omitempty"`
-	URL2      string            `json:"url2,omitempty"`
 }
 
 // Automation expands an automation trigger: every contact is created or
@@ -529,51 +389,43 @@ func (x *Expander) Automation(ctx context.Context, b *sendsv1.AutomationBatch) (
 	if err != nil {
 		return Expansion{}, err
 	}
-	reqOv := messageOverrides{ImageURL: b.GetImageUrl(), VideoURL: b.GetVideoUrl(), URL: b.GetUrl(), URL2: b.GetUrl2()}
+	reqOv := record.Overrides{ImageURL: b.GetImageUrl(), VideoURL: b.GetVideoUrl(), URL: b.GetUrl(), URL2: b.GetUrl2()}
 	if reqOv.ImageURL != "" || reqOv.VideoURL != "" || reqOv.URL != "" || reqOv.URL2 != "" {
-		if row.overrides, err = json.Marshal(reqOv); err != nil {
+		if row.Overrides, err = json.Marshal(reqOv); err != nil {
 			return Expansion{}, fmt.Errorf("batch overrides: %w", err)
 		}
 	}
 	if failure == "" {
-		row.automationID = &au.ID
+		row.AutomationID = &au.ID
 	}
-	p := &plan{lane: LaneAutomation, row: row, phones: order, failure: failure, now: now}
-	p.create = func(ctx context.Context, tx pgx.Tx) (Expansion, BatchState, string, error) {
+	p := &plan{lane: record.LaneAutomation, row: row, phones: order, failure: failure, now: now}
+	p.create = func(ctx context.Context, tx pgx.Tx) (Expansion, record.BatchState, string, error) {
 		ups := make([]contacts.Upsert, 0, len(order))
 		for _, p := range order {
 			e := entries[p]
 			e.up.Variables = e.ov.Variables
 			ups = append(ups, e.up)
 		}
-		saved, err := contacts.NewStore(tx, func() time.Time { return now }).Upsert(ctx, row.companyID, ups)
+		saved, err := contacts.NewStore(tx, func() time.Time { return now }).Upsert(ctx, row.CompanyID, ups)
 		if err != nil {
 			return Expansion{}, "", "", err
 		}
-		seqs := make([]int32, len(order))
-		ids := make([]int64, len(order))
-		ovs := make([]string, len(order))
+		msgs := make([]record.AutomationMessage, len(order))
 		for i, p := range order {
-			raw, err := entries[p].ov.with(reqOv)
+			raw, err := entries[p].ov.With(reqOv)
 			if err != nil {
 				return Expansion{}, "", "", err
 			}
-			seqs[i], ids[i], ovs[i] = int32(i), saved[p].ID, raw
+			msgs[i] = record.AutomationMessage{ContactID: saved[p].ID, Phone: p, Overrides: raw}
 		}
-		t, err := tx.Exec(ctx, `
-			INSERT INTO messages (batch_id, seq, company_id, contact_id, phone, messaging_account_id, state, not_before,
-				lane, template_id, bypass_rules, overrides, created_at, updated_at)
-			SELECT $1, u.seq, $2, u.contact_id, u.phone, $3, 'queued', $4, 'automation', $5, true,
-				NULLIF(u.ov, '{}')::jsonb, $4, $4
-			FROM unnest($6::int[], $7::bigint[], $8::text[], $9::text[]) AS u(seq, contact_id, phone, ov)
-			ON CONFLICT (batch_id, seq) DO NOTHING`,
-			row.id, row.companyID, *au.MessagingAccountID, now, *au.TemplateID, seqs, ids, order, ovs)
+		n, err := record.InsertAutomationMessages(ctx, tx, record.NewMessages{BatchID: row.ID, CompanyID: row.CompanyID,
+			AccountID: *au.MessagingAccountID, TemplateID: *au.TemplateID, State: record.StateQueued, NotBefore: now,
+			BypassRules: true, At: now}, msgs)
 		if err != nil {
-			return Expansion{}, "", "", fmt.Errorf("expand batch %s: %w", row.id, err)
+			return Expansion{}, "", "", err
 		}
-		n := int(t.RowsAffected())
 		return Expansion{Result: ResultExpanded, AccountID: *au.MessagingAccountID, Messages: n, Due: n > 0},
-			statusAfter(n, StateQueued), "", nil
+			statusAfter(n, record.StateQueued), "", nil
 	}
 	return x.expand(ctx, p)
 }
@@ -582,7 +434,7 @@ func (x *Expander) Automation(ctx context.Context, b *sendsv1.AutomationBatch) (
 // update and its message's personalisation.
 type automationEntry struct {
 	up contacts.Upsert
-	ov messageOverrides
+	ov record.Overrides
 }
 
 // automationEntries are a trigger's contacts by phone, the first entry of
@@ -596,7 +448,7 @@ func automationEntries(b *sendsv1.AutomationBatch) (map[string]*automationEntry,
 	entries := make(map[string]*automationEntry, len(order))
 	for i, c := range kept {
 		p := order[i]
-		e := &automationEntry{up: contacts.Upsert{Phone: p}, ov: messageOverrides{Variables: map[string]string{}}}
+		e := &automationEntry{up: contacts.Upsert{Phone: p}, ov: record.Overrides{Variables: map[string]string{}}}
 		entries[p] = e
 		if c.FirstName != nil && *c.FirstName != "" {
 			e.up.FirstName, e.ov.FirstName = c.FirstName, *c.FirstName
@@ -615,24 +467,4 @@ func automationEntries(b *sendsv1.AutomationBatch) (map[string]*automationEntry,
 		}
 	}
 	return entries, order, -1
-}
-
-// with is a contact's overrides completed by the request's (its own media
-// win; the URLs are the request's), as messages.overrides.
-func (ov messageOverrides) with(req messageOverrides) (string, error) {
-	if ov.ImageURL == "" {
-		ov.ImageURL = req.ImageURL
-	}
-	if ov.VideoURL == "" {
-		ov.VideoURL = req.VideoURL
-	}
-	ov.URL, ov.URL2 = req.URL, req.URL2
-	if len(ov.Variables) == 0 {
-		ov.Variables = nil
-	}
-	raw, err := json.Marshal(ov)
-	if err != nil {
-		return "", fmt.Errorf("message overrides: %w", err)
-	}
-	return string(raw), nil
 }

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/contacts"
+	"github.com/parleyhq/parley/pkg/record"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -39,7 +39,7 @@ func TestExpandCampaign(t *testing.T) {
 		t.Fatalf("messages = %d, want 4", len(msgs))
 	}
 	for i, m := range msgs {
-		if m.Seq != i || m.Phone != ph[i] || m.State != StateQueued || m.Bypass || !m.NotBefore.Equal(f.clock.Now()) {
+		if m.Seq != i || m.Phone != ph[i] || m.State != record.StateQueued || m.Bypass || !m.NotBefore.Equal(f.clock.Now()) {
 			t.Fatalf("message %d = %+v", i, m)
 		}
 	}
@@ -51,7 +51,7 @@ func TestExpandCampaign(t *testing.T) {
 	}
 	got := f.batch(b.BatchId)
 	// The fixture writes the legacy "api:campaigns/send": recorded canonical.
-	if got.Status != BatchProcessing || got.ContactCount != 4 || got.Counts[StateQueued] != 4 || got.Kind != bus.BatchCampaign ||
+	if got.Status != record.BatchProcessing || got.ContactCount != 4 || got.Counts[record.StateQueued] != 4 || got.Kind != bus.BatchCampaign ||
 		got.Source != bus.SourceCampaignsSend {
 		t.Fatalf("batch = %+v", got)
 	}
@@ -76,11 +76,11 @@ func TestExpandCampaignScheduledAndForced(t *testing.T) {
 		t.Fatalf("expansion = %+v, %v", exp, err)
 	}
 	for _, m := range f.messages(b.BatchId) {
-		if m.State != StateScheduled || !m.NotBefore.Equal(at) || !m.Bypass {
+		if m.State != record.StateScheduled || !m.NotBefore.Equal(at) || !m.Bypass {
 			t.Fatalf("message = %+v", m)
 		}
 	}
-	if got := f.batch(b.BatchId); got.Status != BatchScheduled || !got.IsForced || got.ScheduledAt == nil || !got.ScheduledAt.Equal(at) {
+	if got := f.batch(b.BatchId); got.Status != record.BatchScheduled || !got.IsForced || got.ScheduledAt == nil || !got.ScheduledAt.Equal(at) {
 		t.Fatalf("batch = %+v", got)
 	}
 
@@ -90,7 +90,7 @@ func TestExpandCampaignScheduledAndForced(t *testing.T) {
 	if exp, err := x.Campaign(f.ctx, b2); err != nil || !exp.Due {
 		t.Fatalf("past schedule = %+v, %v", exp, err)
 	}
-	if got := f.batch(b2.BatchId); got.Status != BatchProcessing {
+	if got := f.batch(b2.BatchId); got.Status != record.BatchProcessing {
 		t.Fatalf("batch = %+v", got)
 	}
 }
@@ -106,11 +106,11 @@ func TestExpandFailsWhatCannotBeSent(t *testing.T) {
 		t.Fatalf("missing campaign = %+v, %v", exp, err)
 	}
 	got := f.batch(gone.BatchId)
-	if got.Status != BatchFailed || got.Error == "" || got.Counts[StateFailed] != 2 || got.CompletedAt == nil {
+	if got.Status != record.BatchFailed || got.Error == "" || got.Counts[record.StateFailed] != 2 || got.CompletedAt == nil {
 		t.Fatalf("batch = %+v", got)
 	}
 	for _, m := range f.messages(gone.BatchId) {
-		if m.State != StateFailed || m.Title == nil || *m.Title != got.Error {
+		if m.State != record.StateFailed || m.Title == nil || *m.Title != got.Error {
 			t.Fatalf("message = %+v", m)
 		}
 	}
@@ -127,7 +127,7 @@ func TestExpandFailsWhatCannotBeSent(t *testing.T) {
 	if exp, err := x.Automation(f.ctx, auto); err != nil || exp.Result != ResultFailed {
 		t.Fatalf("automation on a disconnected account = %+v, %v", exp, err)
 	}
-	if got := f.batch(auto.BatchId); got.Status != BatchFailed || got.Counts[StateFailed] != 1 {
+	if got := f.batch(auto.BatchId); got.Status != record.BatchFailed || got.Counts[record.StateFailed] != 1 {
 		t.Fatalf("batch = %+v", got)
 	}
 
@@ -224,11 +224,11 @@ func TestExpandAutomationUpsertsContacts(t *testing.T) {
 		t.Fatalf("messages = %d", len(msgs))
 	}
 	for _, m := range msgs {
-		if m.State != StateQueued || !m.Bypass || m.ContactID == nil {
+		if m.State != record.StateQueued || !m.Bypass || m.ContactID == nil {
 			t.Fatalf("message = %+v", m)
 		}
 	}
-	var ov0, ov1 messageOverrides
+	var ov0, ov1 record.Overrides
 	if err := json.Unmarshal(msgs[0].Overrides, &ov0); err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestExpandAutomationUpsertsContacts(t *testing.T) {
 		t.Fatalf("overrides 1 = %+v (the contact's image wins)", ov1)
 	}
 	got := f.batch(b.BatchId)
-	if got.Kind != "automation" || got.Status != BatchProcessing || !got.IsForced || got.ContactCount != 3 {
+	if got.Kind != "automation" || got.Status != record.BatchProcessing || !got.IsForced || got.ContactCount != 3 {
 		t.Fatalf("batch = %+v", got)
 	}
 	if again, err := x.Automation(f.ctx, b); err != nil || again.Result != ResultRedelivered {
@@ -265,12 +265,12 @@ func TestBatchStatusIsScopedByCompany(t *testing.T) {
 		company int64
 		id      string
 	}{{other.ID, b.BatchId}, {f.company.ID, newBatchID(t)}, {f.company.ID, "not-a-uuid"}} {
-		if _, err := batchview.BatchStatus(f.ctx, f.pool, tc.company, tc.id); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("BatchStatus(%d, %s) = %v, want ErrNotFound", tc.company, tc.id, err)
+		if _, err := record.BatchStatus(f.ctx, f.pool, tc.company, tc.id); !errors.Is(err, record.ErrNotFound) {
+			t.Fatalf("BatchStatus(%d, %s) = %v, want record.ErrNotFound", tc.company, tc.id, err)
 		}
 	}
 	got := f.batch(b.BatchId)
-	if len(got.Counts) != len(States) || got.Counts[StateQueued] != 2 {
+	if len(got.Counts) != len(record.States) || got.Counts[record.StateQueued] != 2 {
 		t.Fatalf("counts = %v", got.Counts)
 	}
 }

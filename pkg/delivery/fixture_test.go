@@ -12,10 +12,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
+	"github.com/parleyhq/parley/pkg/record"
 	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/testkit/storetest"
 )
@@ -184,7 +184,7 @@ type messageRow struct {
 	ID        int64
 	Seq       int
 	Phone     string
-	State     State
+	State     record.State
 	ContactID *int64
 	Attempts  int
 	NotBefore time.Time
@@ -213,7 +213,7 @@ func (f *fixture) messages(batchID string) []messageRow {
 			&m.WAMID, &m.Bypass, &m.Overrides); err != nil {
 			f.t.Fatal(err)
 		}
-		m.State = State(s)
+		m.State = record.State(s)
 		out = append(out, m)
 	}
 	if err := rows.Err(); err != nil {
@@ -222,9 +222,9 @@ func (f *fixture) messages(batchID string) []messageRow {
 	return out
 }
 
-func (f *fixture) batch(id string) batchview.Batch {
+func (f *fixture) batch(id string) record.Batch {
 	f.t.Helper()
-	b, err := batchview.BatchStatus(f.ctx, f.pool, f.company.ID, id)
+	b, err := record.BatchStatus(f.ctx, f.pool, f.company.ID, id)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/record"
 )
 
 // A group (the gateway's group commit) is expanded batch by batch: each of
@@ -19,7 +20,7 @@ import (
 func TestAGroupIsExpandedBatchByBatch(t *testing.T) {
 	h := newHarness(t)
 	h.clock.Run()
-	h.start(LaneCampaign, testConfig())
+	h.start(record.LaneCampaign, testConfig())
 	g, err := bus.NewGroupID(time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +51,7 @@ func TestAGroupIsExpandedBatchByBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range batches {
-		h.waitBatch(id, BatchCompleted, 15*time.Second)
+		h.waitBatch(id, record.BatchCompleted, 15*time.Second)
 		if n := len(h.messages(id)); n != 20 {
 			t.Errorf("batch %s has %d messages, want 20", id, n)
 		}

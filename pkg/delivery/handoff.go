@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parleyhq/parley/pkg/catalog"
-	"github.com/parleyhq/parley/pkg/contacts"
+	"github.com/parleyhq/parley/pkg/record"
 )
 
 // The hand-off: a campaign batch's expansion claims its first messages
@@ -37,7 +37,7 @@ type handoff struct {
 	eng      *engine
 	acct     catalog.MessagingAccount
 	reserved int
-	claimed  []claimed
+	claimed  []record.Claimed
 	skipped  int
 }
 
@@ -52,7 +52,7 @@ type handoff struct {
 // (engine.fresh), so the bound is one of memory and of the work other
 // replicas cannot share, not of the lease.
 func (e *engine) reserve(acct catalog.MessagingAccount, forced bool, n int, now time.Time) *handoff {
-	if e == nil || e.lane != LaneCampaign || n < 1 {
+	if e == nil || e.lane != record.LaneCampaign || n < 1 {
 		return nil
 	}
 	if !forced && acct.Window != nil {
@@ -90,11 +90,9 @@ func (h *handoff) limit(ctx context.Context, tx pgx.Tx, now time.Time) (int, err
 	if h == nil {
 		return 0, nil
 	}
-	var older bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM messages WHERE lane = $1 AND messaging_account_id = $2
-		AND state IN ('queued', 'scheduled', 'deferred') AND not_before <= $3)`,
-		string(h.eng.lane), h.acct.ID, now).Scan(&older); err != nil {
-		return 0, fmt.Errorf("due messages of account %d: %w", h.acct.ID, err)
+	older, err := record.HasOlderDue(ctx, tx, h.eng.lane, h.acct.ID, now)
+	if err != nil {
+		return 0, err
 	}
 	if older {
 		return 0, nil
@@ -102,74 +100,16 @@ func (h *handoff) limit(ctx context.Context, tx pgx.Tx, now time.Time) (int, err
 	return h.reserved, nil
 }
 
-// insertCampaignSQL creates a fresh campaign batch's messages from src (a
-// query of seq, phone, contact_id, first_name, last_name, variables,
-// opted_out_at), the first $10 claimed at $8 (sending, or skipped_opt_out
-// for a contact who opted out of a non-forced batch) and the others in
-// state $4, and returns the claimed ones with what rendering needs, each
-// with the count of every message inserted. Without ON CONFLICT (a
-// speculative insertion costs a WAL record per row): the caller holds the
-// lock of a batch that has no message yet (lockBatch; a batch cancelled in
-// the stream, which a concurrent delivery may find so, is never claimed).
-const insertCampaignSQL = `
-WITH src AS (%s), ins AS (
-	INSERT INTO messages (batch_id, seq, company_id, contact_id, phone, messaging_account_id, state, not_before,
-		lane, template_id, bypass_rules, created_at, updated_at, claimed_at, skipped_at)
-	SELECT $1, s.seq, $2, s.contact_id, s.phone, $3,
-		(CASE WHEN s.seq >= $10 THEN $4
-			WHEN NOT $7 AND s.opted_out_at IS NOT NULL THEN 'skipped_opt_out' ELSE 'sending' END)::message_state,
-		$5, 'campaign', $6, $7, $8, $8,
-		CASE WHEN s.seq < $10 THEN $8::timestamptz END,
-		CASE WHEN s.seq < $10 AND NOT $7 AND s.opted_out_at IS NOT NULL THEN $8::timestamptz END
-	FROM src s
-	RETURNING id, seq, state
-)
-SELECT i.id, i.state::text, s.phone, COALESCE(s.first_name, ''), COALESCE(s.last_name, ''), s.variables, i.total
-FROM (SELECT ins.*, count(*) OVER () AS total FROM ins) i JOIN src s ON s.seq = i.seq
-WHERE i.seq < $10`
-
-// campaignFromPhones is insertCampaignSQL's source for a list of phones ($9).
-const campaignFromPhones = `
-	SELECT (p.ord - 1)::int AS seq, p.phone, c.id AS contact_id, c.first_name, c.last_name, c.variables, c.opted_out_at
-	FROM unnest($9::text[]) WITH ORDINALITY AS p(phone, ord)
-	LEFT JOIN contacts c ON c.company_id = $2 AND c.phone = p.phone`
-
-// insertClaimed runs insertCampaignSQL (args as it numbers them, $10 the
-// claim's size) and returns how many messages it created; the claimed ones
-// are kept in h, their message.skipped events written with tx.
-func (h *handoff) insertClaimed(ctx context.Context, tx pgx.Tx, src string, batchID string, companyID, templateID int64,
-	now time.Time, args ...any) (int, error) {
-	rows, err := tx.Query(ctx, fmt.Sprintf(insertCampaignSQL, src), args...)
+// insertClaimed creates the batch's messages for phones, the first limit
+// of them claimed for the engine (record.InsertClaimedPhoneMessages), and
+// keeps the claimed ones; it returns how many messages it created.
+func (h *handoff) insertClaimed(ctx context.Context, tx pgx.Tx, m record.NewMessages, phones []string, limit int) (int, error) {
+	n, claimed, skipped, err := record.InsertClaimedPhoneMessages(ctx, tx, m, phones, limit)
 	if err != nil {
 		return 0, err
 	}
-	total := 0
-	var skipped []changedMessage
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
-		c := claimed{batchID: batchID, templateID: templateID, claimedAt: now}
-		var state string
-		var vars []byte
-		var n int64
-		if err := r.Scan(&c.id, &state, &c.phone, &c.firstName, &c.lastName, &vars, &n); err != nil {
-			return c, err
-		}
-		total, c.state = int(n), State(state)
-		if c.state == StateSkippedOptOut {
-			skipped = append(skipped, changedMessage{ID: c.id, CompanyID: companyID, BatchID: batchID, Phone: c.phone,
-				State: StateSkippedOptOut, At: now})
-		}
-		v, err := contacts.DecodeVariables(vars)
-		c.variables = v
-		return c, err
-	})
-	if err != nil {
-		return 0, err
-	}
-	if err := emitMessages(ctx, tx, skipped); err != nil {
-		return 0, err
-	}
-	h.claimed, h.skipped = out, len(skipped)
-	return total, nil
+	h.claimed, h.skipped = claimed, skipped
+	return n, nil
 }
 
 // done gives the engine what the committed expansion claimed, and gives
@@ -183,14 +123,14 @@ func (h *handoff) done(committed bool) {
 	if !committed {
 		h.claimed, h.skipped = nil, 0
 	}
-	send := make([]claimed, 0, len(h.claimed))
+	send := make([]record.Claimed, 0, len(h.claimed))
 	for _, m := range h.claimed {
-		if m.state != StateSkippedOptOut {
+		if m.State != record.StateSkippedOptOut {
 			send = append(send, m)
 		}
 	}
 	if h.skipped > 0 {
-		e.m.messages.WithLabelValues(string(e.lane), string(StateSkippedOptOut)).Add(float64(h.skipped))
+		e.m.messages.WithLabelValues(string(e.lane), string(record.StateSkippedOptOut)).Add(float64(h.skipped))
 	}
 	e.unhand(h.reserved - len(send))
 	if len(send) == 0 {
@@ -203,7 +143,7 @@ func (h *handoff) done(committed bool) {
 // adopt queues messages claimed by a hand-off for their account's lane
 // worker, which sends them before it claims more (takeHanded), in the
 // chunks and at the pace of its claims.
-func (e *engine) adopt(acct catalog.MessagingAccount, msgs []claimed) {
+func (e *engine) adopt(acct catalog.MessagingAccount, msgs []record.Claimed) {
 	e.mu.Lock()
 	running := e.runCtx != nil && e.runCtx.Err() == nil
 	if running {
@@ -229,7 +169,7 @@ func (e *engine) adopt(acct catalog.MessagingAccount, msgs []claimed) {
 // them (CompleteBatches): a batch's cancellation is read again before more
 // than want of its messages (a claim's worth) are taken, so a cancel stops
 // every handed-off message but those, as it stops every queued one.
-func (e *engine) takeHanded(ctx context.Context, accountID int64, n, want int) (msgs []claimed, took bool, err error) {
+func (e *engine) takeHanded(ctx context.Context, accountID int64, n, want int) (msgs []record.Claimed, took bool, err error) {
 	e.mu.Lock()
 	q := e.pending[accountID]
 	k := min(n, len(q))
@@ -238,7 +178,7 @@ func (e *engine) takeHanded(ctx context.Context, accountID int64, n, want int) (
 		e.mu.Unlock()
 		return nil, false, nil
 	}
-	out := append([]claimed(nil), q[:k]...)
+	out := append([]record.Claimed(nil), q[:k]...)
 	if k == len(q) {
 		delete(e.pending, accountID)
 	} else {
@@ -253,10 +193,10 @@ func (e *engine) takeHanded(ctx context.Context, accountID int64, n, want int) (
 	var ids []string
 	counts := map[string]int{}
 	for _, m := range out {
-		if counts[m.batchID] == 0 {
-			ids = append(ids, m.batchID)
+		if counts[m.BatchID] == 0 {
+			ids = append(ids, m.BatchID)
 		}
-		counts[m.batchID]++
+		counts[m.BatchID]++
 	}
 	if len(ids) == 1 && ids[0] == last.batchID && last.taken+len(out) <= want {
 		e.mu.Lock()
@@ -264,11 +204,7 @@ func (e *engine) takeHanded(ctx context.Context, accountID int64, n, want int) (
 		e.mu.Unlock()
 		return out, true, nil
 	}
-	rows, err := e.pool.Query(ctx, `SELECT id::text FROM batches WHERE id = ANY($1::uuid[]) AND cancelled_at IS NOT NULL`, ids)
-	var cancelled []string
-	if err == nil {
-		cancelled, err = pgx.CollectRows(rows, pgx.RowTo[string])
-	}
+	cancelled, err := record.CancelledBatches(ctx, e.pool, ids)
 	if err != nil {
 		// Back in line: the next step takes them again.
 		e.mu.Lock()
@@ -277,16 +213,16 @@ func (e *engine) takeHanded(ctx context.Context, accountID int64, n, want int) (
 		e.mu.Unlock()
 		return nil, false, fmt.Errorf("cancelled batches of handed-off messages: %w", err)
 	}
-	tail := out[len(out)-1].batchID
+	tail := out[len(out)-1].BatchID
 	e.mu.Lock()
 	e.checked[accountID] = checkedBatch{batchID: tail, taken: counts[tail]}
 	e.mu.Unlock()
 	if len(cancelled) == 0 {
 		return out, true, nil
 	}
-	var keep, back []claimed
+	var keep, back []record.Claimed
 	for _, m := range out {
-		if slices.Contains(cancelled, m.batchID) {
+		if slices.Contains(cancelled, m.BatchID) {
 			back = append(back, m)
 		} else {
 			keep = append(keep, m)
@@ -308,7 +244,7 @@ type checkedBatch struct {
 // hours closed, or the engine is stopping.
 func (e *engine) giveBack(accountID int64) {
 	e.mu.Lock()
-	var back []claimed
+	var back []record.Claimed
 	for id, q := range e.pending {
 		if accountID == 0 || id == accountID {
 			back = append(back, q...)

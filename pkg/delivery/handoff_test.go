@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/pkg/contacts"
+	"github.com/parleyhq/parley/pkg/record"
 )
 
 // claimedAtCreation says, for each message of a batch in seq order,
@@ -33,15 +34,15 @@ func (f *fixture) claimedAtCreation(batchID string) []bool {
 func TestFreshBatchIsClaimedAsItIsCreated(t *testing.T) {
 	h := newHarness(t)
 	h.clock.Run()
-	h.start(LaneCampaign, testConfig())
+	h.start(record.LaneCampaign, testConfig())
 	ph := phones(5)
 	if _, err := contacts.NewStore(h.pool, h.clock.Now).SetOptedOut(h.ctx, h.company.ID, ph[1], true); err != nil {
 		t.Fatal(err)
 	}
 	b := h.campaignBatch(ph, false, nil)
 	h.publish(b, "")
-	got := h.waitBatch(b.BatchId, BatchCompleted, 10*time.Second)
-	if got.Counts[StateSent] != 4 || got.Counts[StateSkippedOptOut] != 1 {
+	got := h.waitBatch(b.BatchId, record.BatchCompleted, 10*time.Second)
+	if got.Counts[record.StateSent] != 4 || got.Counts[record.StateSkippedOptOut] != 1 {
 		t.Fatalf("batch = %+v", got)
 	}
 	for i, c := range h.claimedAtCreation(b.BatchId) {
@@ -68,7 +69,7 @@ func TestFreshBatchIsClaimedAsItIsCreated(t *testing.T) {
 	// expansion.
 	all := h.campaignBatch(ph[1:2], false, nil)
 	h.publish(all, "")
-	if got := h.waitBatch(all.BatchId, BatchCompleted, 10*time.Second); got.Counts[StateSkippedOptOut] != 1 {
+	if got := h.waitBatch(all.BatchId, record.BatchCompleted, 10*time.Second); got.Counts[record.StateSkippedOptOut] != 1 {
 		t.Fatalf("batch = %+v", got)
 	}
 }
@@ -85,7 +86,7 @@ func TestOlderDueMessagesAreNotOvertaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.clock.Run()
-	h.start(LaneCampaign, testConfig())
+	h.start(record.LaneCampaign, testConfig())
 	first := h.campaignBatch(phones(4), false, nil)
 	first.CampaignId = camp.ID
 	h.publish(first, "")
@@ -93,8 +94,8 @@ func TestOlderDueMessagesAreNotOvertaken(t *testing.T) {
 	second := h.campaignBatch(phones(2), false, nil)
 	second.CampaignId = camp.ID
 	h.publish(second, "")
-	h.waitBatch(first.BatchId, BatchCompleted, 20*time.Second)
-	h.waitBatch(second.BatchId, BatchCompleted, 20*time.Second)
+	h.waitBatch(first.BatchId, record.BatchCompleted, 20*time.Second)
+	h.waitBatch(second.BatchId, record.BatchCompleted, 20*time.Second)
 	if got, want := h.claimedAtCreation(first.BatchId), []bool{true, true, false, false}; !equalBools(got, want) {
 		t.Errorf("first batch claimed at creation %v, want %v (one second at 2/s)", got, want)
 	}
@@ -135,13 +136,13 @@ func TestClaimTooOldIsNotSent(t *testing.T) {
 		age  time.Duration
 		want bool
 	}{{0, true}, {49 * time.Second, true}, {49500 * time.Millisecond, false}, {2 * time.Minute, false}} {
-		if got := e.fresh(claimed{claimedAt: now.Add(-c.age)}); got != c.want {
+		if got := e.fresh(record.Claimed{ClaimedAt: now.Add(-c.age)}); got != c.want {
 			t.Errorf("claim %s old: fresh %v, want %v", c.age, got, c.want)
 		}
 	}
 	// A configuration Validate refuses still releases before the lease.
 	e.cfg.Lease = 5 * time.Second
-	if e.fresh(claimed{claimedAt: now.Add(-3 * time.Second)}) {
+	if e.fresh(record.Claimed{ClaimedAt: now.Add(-3 * time.Second)}) {
 		t.Error("a claim older than half a 5 s lease counts as fresh")
 	}
 }
@@ -168,7 +169,7 @@ func TestCancelStopsHandedOffMessages(t *testing.T) {
 	cfg := testConfig()
 	cfg.ClaimBatch = 1 // the worker takes one message at a time
 	gate := gatedThrottle{gate: make(chan struct{})}
-	h.startWith(LaneCampaign, cfg, gate)
+	h.startWith(record.LaneCampaign, cfg, gate)
 	// Registered after the dispatcher's stop, so run before it: a test that
 	// failed early must not leave the worker waiting for its permit.
 	t.Cleanup(func() {
@@ -190,8 +191,8 @@ func TestCancelStopsHandedOffMessages(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	h.cancelBatch(b.BatchId)
 	close(gate.gate)
-	got := h.waitBatch(b.BatchId, BatchCompleted, 10*time.Second)
-	if got.Counts[StateSent] != 1 || got.Counts[StateCancelled] != 4 {
+	got := h.waitBatch(b.BatchId, record.BatchCompleted, 10*time.Second)
+	if got.Counts[record.StateSent] != 1 || got.Counts[record.StateCancelled] != 4 {
 		t.Fatalf("batch = %+v", got)
 	}
 	if n := h.sim.Stats().Accepted; n != 1 {

@@ -17,12 +17,12 @@ import (
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
 	"github.com/parleyhq/parley/pkg/ratelimit"
+	"github.com/parleyhq/parley/pkg/record"
 	"github.com/parleyhq/parley/testkit/bustest"
 	"github.com/parleyhq/parley/testkit/ratelimittest"
 )
@@ -125,13 +125,13 @@ type runningDispatcher struct {
 	stop func()
 }
 
-func (h *harness) start(lane Lane, cfg Config) *runningDispatcher {
+func (h *harness) start(lane record.Lane, cfg Config) *runningDispatcher {
 	h.t.Helper()
 	return h.startWith(lane, cfg, recordingThrottle{h.limiter, &h.throttleKeys})
 }
 
 // startWith starts a dispatcher whose sends are paced by throttle.
-func (h *harness) startWith(lane Lane, cfg Config, throttle Throttle) *runningDispatcher {
+func (h *harness) startWith(lane record.Lane, cfg Config, throttle Throttle) *runningDispatcher {
 	h.t.Helper()
 	d, err := New(lane, cfg, Deps{
 		Pool: h.pool, JS: h.js, Bus: h.busCfg, Catalog: h.cat, Sender: h.client, Throttle: throttle,
@@ -158,7 +158,7 @@ func (h *harness) startWith(lane Lane, cfg Config, throttle Throttle) *runningDi
 
 // sentCount is how many sends this dispatcher recorded.
 func (d *runningDispatcher) sentCount() float64 {
-	return testutil.ToFloat64(d.m.messages.WithLabelValues(string(d.lane), string(kindSent)))
+	return testutil.ToFloat64(d.m.messages.WithLabelValues(string(d.lane), string(record.OutcomeSent)))
 }
 
 // publish puts a batch on the stream as the gateway does, with the batch id
@@ -205,13 +205,13 @@ func (h *harness) waitStreamEmpty(within time.Duration) {
 func (h *harness) sends(phone string) int64 { return h.sim.SendCount(phone) }
 
 // waitBatch waits until a batch reaches status.
-func (h *harness) waitBatch(id string, status BatchState, within time.Duration) batchview.Batch {
+func (h *harness) waitBatch(id string, status record.BatchState, within time.Duration) record.Batch {
 	h.t.Helper()
-	var b batchview.Batch
+	var b record.Batch
 	eventually(h.t, within, "batch "+id+" "+string(status), func() bool {
 		var err error
-		b, err = batchview.BatchStatus(h.ctx, h.pool, h.company.ID, id)
-		if errors.Is(err, ErrNotFound) {
+		b, err = record.BatchStatus(h.ctx, h.pool, h.company.ID, id)
+		if errors.Is(err, record.ErrNotFound) {
 			return false
 		}
 		if err != nil {

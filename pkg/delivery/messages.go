@@ -11,6 +11,7 @@ import (
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/phone"
+	"github.com/parleyhq/parley/pkg/record"
 )
 
 // target is where one message of a message batch goes, or why it cannot.
@@ -134,36 +135,26 @@ func (x *Expander) Messages(ctx context.Context, b *sendsv1.MessageBatch) (Expan
 			same = same && r.campaignID == resolved[0].campaignID
 		}
 		if same {
-			row.campaignID = &resolved[0].campaignID
+			row.CampaignID = &resolved[0].campaignID
 		}
 	}
-	state, notBefore := row.schedule(b.GetScheduledAt(), now)
-	cols, err := messageColumnsOf(msgs, resolved, state)
+	state, notBefore := schedule(&row, b.GetScheduledAt(), now)
+	cols, err := messageColumnsOf(msgs, phones, resolved)
 	if err != nil {
 		return Expansion{}, err
 	}
-	p := &plan{lane: LaneCampaign, row: row, now: now}
-	p.create = func(ctx context.Context, tx pgx.Tx) (Expansion, BatchState, string, error) {
-		t, err := tx.Exec(ctx, `
-			INSERT INTO messages (batch_id, seq, company_id, contact_id, phone, messaging_account_id, state, not_before,
-				lane, template_id, bypass_rules, overrides, error_title, failed_at, created_at, updated_at)
-			SELECT $1, u.seq, $2, c.id, u.phone, u.account, u.state::message_state, $3, 'campaign', u.template, $4,
-				NULLIF(u.ov, '{}')::jsonb, u.failure, CASE WHEN u.failure IS NULL THEN NULL ELSE $5::timestamptz END, $5, $5
-			FROM unnest($6::int[], $7::text[], $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::text[])
-				AS u(seq, phone, account, template, state, ov, failure)
-			LEFT JOIN contacts c ON c.company_id = $2 AND c.phone = u.phone
-			ON CONFLICT (batch_id, seq) DO NOTHING`,
-			row.id, row.companyID, notBefore, row.isForced, now,
-			cols.seqs, phones, cols.accounts, cols.templates, cols.states, cols.ovs, cols.failures)
+	p := &plan{lane: record.LaneCampaign, row: row, now: now}
+	p.create = func(ctx context.Context, tx pgx.Tx) (Expansion, record.BatchState, string, error) {
+		created, err := record.InsertBatchMessages(ctx, tx, record.NewMessages{BatchID: row.ID, CompanyID: row.CompanyID,
+			State: state, NotBefore: notBefore, BypassRules: row.IsForced, At: now}, cols.entries)
 		if err != nil {
-			return Expansion{}, "", "", fmt.Errorf("expand batch %s: %w", row.id, err)
+			return Expansion{}, "", "", err
 		}
-		created := int(t.RowsAffected())
 		status, failure := statusAfter(created, state), ""
 		if created > 0 && cols.failed == created {
-			status, failure = BatchFailed, cols.firstFailure
+			status, failure = record.BatchFailed, cols.firstFailure
 		}
-		out := Expansion{Result: ResultExpanded, Messages: created, Due: state == StateQueued && len(cols.wake) > 0}
+		out := Expansion{Result: ResultExpanded, Messages: created, Due: state == record.StateQueued && len(cols.wake) > 0}
 		if cols.failed == created && created > 0 {
 			out.Result = ResultFailed
 		}
@@ -194,47 +185,38 @@ func (x *Expander) resolve(ctx context.Context, companyID int64, msgs []*sendsv1
 	return resolved, nil
 }
 
-// messageColumns are a message batch's messages as the columns of its
-// insert, with how many fail, the first failure, and the accounts to wake
-// (in order).
+// messageColumns are a message batch's messages as record.InsertBatchMessages
+// takes them, with how many fail, the first failure, and the accounts to
+// wake (in order).
 type messageColumns struct {
-	seqs                []int32
-	accounts, templates []*int64
-	states, ovs         []string
-	failures            []*string
-	failed              int
-	firstFailure        string
-	wake                []int64
+	entries      []record.BatchEntry
+	failed       int
+	firstFailure string
+	wake         []int64
 }
 
-func messageColumnsOf(msgs []*sendsv1.BatchMessage, resolved []target, state State) (messageColumns, error) {
-	n := len(msgs)
-	c := messageColumns{seqs: make([]int32, n), accounts: make([]*int64, n), templates: make([]*int64, n),
-		states: make([]string, n), ovs: make([]string, n), failures: make([]*string, n)}
+func messageColumnsOf(msgs []*sendsv1.BatchMessage, phones []string, resolved []target) (messageColumns, error) {
+	c := messageColumns{entries: make([]record.BatchEntry, len(msgs))}
 	woken := map[int64]bool{}
 	for i, m := range msgs {
 		r := resolved[i]
-		c.seqs[i] = int32(i)
+		e := record.BatchEntry{Phone: phones[i], Failure: r.failure}
 		if r.accountID != 0 {
-			c.accounts[i] = &r.accountID
+			e.AccountID = &resolved[i].accountID
 		}
 		if r.templateID != 0 {
-			c.templates[i] = &r.templateID
+			e.TemplateID = &resolved[i].templateID
 		}
 		if r.failure != "" {
-			c.states[i], c.failures[i] = string(StateFailed), &resolved[i].failure
 			c.failed++
 			if c.firstFailure == "" {
 				c.firstFailure = r.failure
 			}
-		} else {
-			c.states[i] = string(state)
-			if !woken[r.accountID] {
-				woken[r.accountID] = true
-				c.wake = append(c.wake, r.accountID)
-			}
+		} else if !woken[r.accountID] {
+			woken[r.accountID] = true
+			c.wake = append(c.wake, r.accountID)
 		}
-		ov := messageOverrides{FirstName: m.GetFirstName(), LastName: m.GetLastName(), Variables: m.GetVariables(),
+		ov := record.Overrides{FirstName: m.GetFirstName(), LastName: m.GetLastName(), Variables: m.GetVariables(),
 			ImageURL: m.GetImageUrl(), VideoURL: m.GetVideoUrl(), URL: m.GetUrl(), URL2: m.GetUrl2()}
 		if len(ov.Variables) == 0 {
 			ov.Variables = nil
@@ -243,7 +225,8 @@ func messageColumnsOf(msgs []*sendsv1.BatchMessage, resolved []target, state Sta
 		if err != nil {
 			return messageColumns{}, fmt.Errorf("message overrides: %w", err)
 		}
-		c.ovs[i] = string(raw)
+		e.Overrides = string(raw)
+		c.entries[i] = e
 	}
 	return c, nil
 }

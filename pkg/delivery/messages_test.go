@@ -3,10 +3,12 @@ package delivery
 import (
 	"encoding/json"
 	"errors"
-	"github.com/parleyhq/parley/pkg/bus"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/record"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -59,7 +61,7 @@ func TestExpandMessages(t *testing.T) {
 		t.Fatalf("messages = %+v", msgs)
 	}
 	for _, m := range msgs {
-		if m.State != StateQueued || m.Bypass {
+		if m.State != record.StateQueued || m.Bypass {
 			t.Fatalf("message = %+v (campaign rules apply unless forced)", m)
 		}
 	}
@@ -72,7 +74,7 @@ func TestExpandMessages(t *testing.T) {
 	if c, _ := cs.ByPhone(f.ctx, f.company.ID, ph[0]); c.FirstName != "Stored" {
 		t.Fatalf("a batch send changed a contact: %+v", c)
 	}
-	var ov messageOverrides
+	var ov record.Overrides
 	if err := json.Unmarshal(msgs[0].Overrides, &ov); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +100,7 @@ func TestExpandMessages(t *testing.T) {
 		t.Fatalf("accounts %v templates %v", acctOf, tplOf)
 	}
 	got := f.batch(b.BatchId)
-	if got.Kind != "batch" || got.Status != BatchProcessing || got.ContactCount != 3 || got.IsForced {
+	if got.Kind != "batch" || got.Status != record.BatchProcessing || got.ContactCount != 3 || got.IsForced {
 		t.Fatalf("batch = %+v", got)
 	}
 	if again, err := x.Messages(f.ctx, b); err != nil || again.Result != ResultRedelivered {
@@ -131,16 +133,16 @@ func TestExpandMessagesScheduledForcedAndFailures(t *testing.T) {
 		t.Fatalf("expansion = %+v, %v", exp, err)
 	}
 	msgs := f.messages(b.BatchId)
-	if msgs[0].State != StateScheduled || !msgs[0].NotBefore.Equal(at) || !msgs[0].Bypass {
+	if msgs[0].State != record.StateScheduled || !msgs[0].NotBefore.Equal(at) || !msgs[0].Bypass {
 		t.Fatalf("message 0 = %+v", msgs[0])
 	}
 	for i, want := range map[int]string{1: "no longer exists", 2: "template", 3: "disconnected"} {
 		m := msgs[i]
-		if m.State != StateFailed || m.Title == nil || !strings.Contains(*m.Title, want) {
+		if m.State != record.StateFailed || m.Title == nil || !strings.Contains(*m.Title, want) {
 			t.Fatalf("message %d = %+v, want failed saying %q", i, m, want)
 		}
 	}
-	if got := f.batch(b.BatchId); got.Status != BatchScheduled || got.Counts[StateFailed] != 3 || !got.IsForced {
+	if got := f.batch(b.BatchId); got.Status != record.BatchScheduled || got.Counts[record.StateFailed] != 3 || !got.IsForced {
 		t.Fatalf("batch = %+v", got)
 	}
 
@@ -149,14 +151,14 @@ func TestExpandMessagesScheduledForcedAndFailures(t *testing.T) {
 	if exp, err := x.Messages(f.ctx, all); err != nil || exp.Result != ResultFailed || exp.Due {
 		t.Fatalf("all failed = %+v, %v", exp, err)
 	}
-	if got := f.batch(all.BatchId); got.Status != BatchFailed || got.Error == "" {
+	if got := f.batch(all.BatchId); got.Status != record.BatchFailed || got.Error == "" {
 		t.Fatalf("batch = %+v", got)
 	}
 	empty := f.messageBatch(false, nil)
 	if exp, err := x.Messages(f.ctx, empty); err != nil || exp.Messages != 0 {
 		t.Fatalf("empty = %+v, %v", exp, err)
 	}
-	if got := f.batch(empty.BatchId); got.Status != BatchCompleted {
+	if got := f.batch(empty.BatchId); got.Status != record.BatchCompleted {
 		t.Fatalf("empty batch = %+v", got)
 	}
 	var rej *RejectError
@@ -175,7 +177,7 @@ func TestMessageBatchIsSentByTheCampaignDispatcher(t *testing.T) {
 	h.clock.Run()
 	acct2 := h.newAccount(h.company.ID, nil, "UTC", 500)
 	h.serve(acct2.PhoneNumberID)
-	h.start(LaneCampaign, testConfig())
+	h.start(record.LaneCampaign, testConfig())
 	ph := phones(3)
 	if _, err := contacts.NewStore(h.pool, h.clock.Now).SetOptedOut(h.ctx, h.company.ID, ph[2], true); err != nil {
 		t.Fatal(err)
@@ -186,8 +188,8 @@ func TestMessageBatchIsSentByTheCampaignDispatcher(t *testing.T) {
 		&sendsv1.BatchMessage{Phone: ph[2], CampaignId: h.camp.ID},
 	)
 	h.publish(b, "")
-	got := h.waitBatch(b.BatchId, BatchCompleted, 10*time.Second)
-	if got.Counts[StateSent] != 2 || got.Counts[StateSkippedOptOut] != 1 || got.Kind != "batch" {
+	got := h.waitBatch(b.BatchId, record.BatchCompleted, 10*time.Second)
+	if got.Counts[record.StateSent] != 2 || got.Counts[record.StateSkippedOptOut] != 1 || got.Kind != "batch" {
 		t.Fatalf("batch = %+v", got)
 	}
 	body := func(phone string) string {
@@ -216,7 +218,7 @@ func TestMessageBatchIsSentByTheCampaignDispatcher(t *testing.T) {
 	}
 	forced := h.messageBatch(true, nil, &sendsv1.BatchMessage{Phone: ph[2], CampaignId: h.camp.ID})
 	h.publish(forced, "")
-	if got := h.waitBatch(forced.BatchId, BatchCompleted, 10*time.Second); got.Counts[StateSent] != 1 || h.sends(ph[2]) != 1 {
+	if got := h.waitBatch(forced.BatchId, record.BatchCompleted, 10*time.Second); got.Counts[record.StateSent] != 1 || h.sends(ph[2]) != 1 {
 		t.Fatalf("forced batch = %+v", got)
 	}
 

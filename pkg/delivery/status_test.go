@@ -8,11 +8,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
+	"github.com/parleyhq/parley/pkg/record"
 )
 
-func newTestEngine(t *testing.T, f *fixture, lane Lane) *engine {
+func newTestEngine(t *testing.T, f *fixture, lane record.Lane) *engine {
 	t.Helper()
 	m, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
@@ -31,7 +31,7 @@ func testConfig() Config {
 	}
 }
 
-func (f *fixture) state(id int64) (State, *int, *string) {
+func (f *fixture) state(id int64) (record.State, *int, *string) {
 	f.t.Helper()
 	var s string
 	var code *int
@@ -39,7 +39,7 @@ func (f *fixture) state(id int64) (State, *int, *string) {
 	if err := f.pool.QueryRow(f.ctx, `SELECT state::text, error_code, error_title FROM messages WHERE id = $1`, id).Scan(&s, &code, &title); err != nil {
 		f.t.Fatal(err)
 	}
-	return State(s), code, title
+	return record.State(s), code, title
 }
 
 func TestApplyStatusesNeverMovesBackwards(t *testing.T) {
@@ -55,7 +55,7 @@ func TestApplyStatusesNeverMovesBackwards(t *testing.T) {
 	st := func(w, s string, d time.Duration) whatsapp.StatusUpdate {
 		return whatsapp.StatusUpdate{MessageID: w, Status: whatsapp.Status(s), Timestamp: at.Add(d)}
 	}
-	res, err := batchview.ApplyStatuses(f.ctx, f.pool, []whatsapp.StatusUpdate{
+	res, err := record.ApplyStatuses(f.ctx, f.pool, []whatsapp.StatusUpdate{
 		// 0: read arrives before delivered, in one call.
 		st("wamid.0", "read", 2*time.Second), st("wamid.0", "delivered", time.Second),
 		// 1: failed with the provider's code.
@@ -75,7 +75,7 @@ func TestApplyStatusesNeverMovesBackwards(t *testing.T) {
 		t.Fatalf("result = %+v", res)
 	}
 	// Later callbacks that would move backwards change nothing.
-	res, err = batchview.ApplyStatuses(f.ctx, f.pool, []whatsapp.StatusUpdate{
+	res, err = record.ApplyStatuses(f.ctx, f.pool, []whatsapp.StatusUpdate{
 		st("wamid.0", "delivered", 3*time.Second), st("wamid.0", "sent", 0), st("wamid.0", "failed", 0),
 		st("wamid.2", "failed", 0), st("wamid.2", "sent", 0),
 	}, at)
@@ -83,10 +83,10 @@ func TestApplyStatusesNeverMovesBackwards(t *testing.T) {
 		t.Fatalf("backwards = %+v, %v", res, err)
 	}
 	// A delivery after failed wins (the device answered); the error stays as a note.
-	if res, err = batchview.ApplyStatuses(f.ctx, f.pool, []whatsapp.StatusUpdate{st("wamid.1", "delivered", 5*time.Second)}, at); err != nil || res.Applied != 1 {
+	if res, err = record.ApplyStatuses(f.ctx, f.pool, []whatsapp.StatusUpdate{st("wamid.1", "delivered", 5*time.Second)}, at); err != nil || res.Applied != 1 {
 		t.Fatalf("delivered after failed = %+v, %v", res, err)
 	}
-	want := []State{StateRead, StateDelivered, StateDelivered, StateSent, StateSent}
+	want := []record.State{record.StateRead, record.StateDelivered, record.StateDelivered, record.StateSent, record.StateSent}
 	for i, m := range msgs {
 		s, code, _ := f.state(m.ID)
 		if s != want[i] {
@@ -109,11 +109,11 @@ func TestApplyStatusesNeverMovesBackwards(t *testing.T) {
 	f.exec(`UPDATE messages SET provider_message_id = 'wamid.later' WHERE id = $1`, msgs[4].ID)
 	f.exec(`INSERT INTO provider_status_backlog (provider_message_id, status, occurred_at, received_at) VALUES ('wamid.never', 'read', $1, $1)`,
 		at.Add(-8*24*time.Hour))
-	applied, dropped, err := batchview.SweepBacklog(f.ctx, f.pool, at)
+	applied, dropped, err := record.SweepBacklog(f.ctx, f.pool, at)
 	if err != nil || applied != 1 || dropped != 1 {
 		t.Fatalf("sweep = %d applied, %d dropped, %v", applied, dropped, err)
 	}
-	if s, _, _ := f.state(msgs[4].ID); s != StateDelivered {
+	if s, _, _ := f.state(msgs[4].ID); s != record.StateDelivered {
 		t.Fatalf("backlogged status not applied: %s", s)
 	}
 	var left int
@@ -129,55 +129,55 @@ func TestRecorderAppliesEarlyCallbacksAndCompletesBatches(t *testing.T) {
 	if _, err := x.Campaign(f.ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	e := newTestEngine(t, f, LaneCampaign)
+	e := newTestEngine(t, f, record.LaneCampaign)
 	claimedMsgs, err := e.claim(f.ctx, f.acct.ID, 10, f.clock.Now(), false)
 	if err != nil || len(claimedMsgs) != 3 {
 		t.Fatalf("claim = %d, %v", len(claimedMsgs), err)
 	}
 	// The provider calls back before the dispatcher records the send.
-	wamid := fmt.Sprintf("wamid.%d", claimedMsgs[0].id)
-	if res, err := batchview.ApplyStatuses(f.ctx, f.pool, []whatsapp.StatusUpdate{{MessageID: wamid, Status: whatsapp.StatusDelivered, Timestamp: f.clock.Now()}}, f.clock.Now()); err != nil || res.Backlogged != 1 {
+	wamid := fmt.Sprintf("wamid.%d", claimedMsgs[0].ID)
+	if res, err := record.ApplyStatuses(f.ctx, f.pool, []whatsapp.StatusUpdate{{MessageID: wamid, Status: whatsapp.StatusDelivered, Timestamp: f.clock.Now()}}, f.clock.Now()); err != nil || res.Backlogged != 1 {
 		t.Fatalf("early callback = %+v, %v", res, err)
 	}
 	at := f.clock.Now()
-	if err := e.rec.write([]outcome{
-		{kind: kindSent, id: claimedMsgs[0].id, batchID: b.BatchId, claimedAt: claimedMsgs[0].claimedAt, wamid: wamid, at: at},
-		{kind: kindRetry, id: claimedMsgs[1].id, batchID: b.BatchId, claimedAt: claimedMsgs[1].claimedAt, code: 130429, title: "Rate limit hit", notBefore: at.Add(time.Second), at: at},
-		{kind: kindFailed, id: claimedMsgs[2].id, batchID: b.BatchId, claimedAt: claimedMsgs[2].claimedAt, code: 131026, title: "Message undeliverable", at: at},
+	if err := e.rec.write([]record.Outcome{
+		{Kind: record.OutcomeSent, ID: claimedMsgs[0].ID, BatchID: b.BatchId, ClaimedAt: claimedMsgs[0].ClaimedAt, Wamid: wamid, At: at},
+		{Kind: record.OutcomeRetry, ID: claimedMsgs[1].ID, BatchID: b.BatchId, ClaimedAt: claimedMsgs[1].ClaimedAt, Code: 130429, Title: "Rate limit hit", NotBefore: at.Add(time.Second), At: at},
+		{Kind: record.OutcomeFailed, ID: claimedMsgs[2].ID, BatchID: b.BatchId, ClaimedAt: claimedMsgs[2].ClaimedAt, Code: 131026, Title: "Message undeliverable", At: at},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if s, _, _ := f.state(claimedMsgs[0].id); s != StateDelivered {
+	if s, _, _ := f.state(claimedMsgs[0].ID); s != record.StateDelivered {
 		t.Fatalf("early delivered not applied at record: %s", s)
 	}
-	if s, code, _ := f.state(claimedMsgs[1].id); s != StateQueued || code == nil || *code != 130429 {
+	if s, code, _ := f.state(claimedMsgs[1].ID); s != record.StateQueued || code == nil || *code != 130429 {
 		t.Fatalf("retry = %s %v", s, code)
 	}
-	if s, code, _ := f.state(claimedMsgs[2].id); s != StateFailed || code == nil || *code != 131026 {
+	if s, code, _ := f.state(claimedMsgs[2].ID); s != record.StateFailed || code == nil || *code != 131026 {
 		t.Fatalf("failed = %s %v", s, code)
 	}
-	if got := f.batch(b.BatchId); got.Status != BatchProcessing {
+	if got := f.batch(b.BatchId); got.Status != record.BatchProcessing {
 		t.Fatalf("batch with a retry pending = %s", got.Status)
 	}
 	// An outcome for a claim that is no longer current changes nothing.
-	if err := e.rec.write([]outcome{{kind: kindSent, id: claimedMsgs[1].id, batchID: b.BatchId,
-		claimedAt: claimedMsgs[1].claimedAt.Add(-time.Second), wamid: "wamid.stale", at: at}}); err != nil {
+	if err := e.rec.write([]record.Outcome{{Kind: record.OutcomeSent, ID: claimedMsgs[1].ID, BatchID: b.BatchId,
+		ClaimedAt: claimedMsgs[1].ClaimedAt.Add(-time.Second), Wamid: "wamid.stale", At: at}}); err != nil {
 		t.Fatal(err)
 	}
-	if s, _, _ := f.state(claimedMsgs[1].id); s != StateQueued {
+	if s, _, _ := f.state(claimedMsgs[1].ID); s != record.StateQueued {
 		t.Fatalf("stale outcome applied: %s", s)
 	}
 	f.clock.Advance(2 * time.Second)
 	again, err := e.claim(f.ctx, f.acct.ID, 10, f.clock.Now(), false)
-	if err != nil || len(again) != 1 || again[0].id != claimedMsgs[1].id || again[0].attempts != 1 {
+	if err != nil || len(again) != 1 || again[0].ID != claimedMsgs[1].ID || again[0].Attempts != 1 {
 		t.Fatalf("reclaim = %+v, %v", again, err)
 	}
-	if err := e.rec.write([]outcome{{kind: kindSent, id: again[0].id, batchID: b.BatchId, claimedAt: again[0].claimedAt,
-		wamid: "wamid.x", at: f.clock.Now()}}); err != nil {
+	if err := e.rec.write([]record.Outcome{{Kind: record.OutcomeSent, ID: again[0].ID, BatchID: b.BatchId, ClaimedAt: again[0].ClaimedAt,
+		Wamid: "wamid.x", At: f.clock.Now()}}); err != nil {
 		t.Fatal(err)
 	}
 	got := f.batch(b.BatchId)
-	if got.Status != BatchCompleted || got.CompletedAt == nil || got.Counts[StateSent] != 1 || got.Counts[StateDelivered] != 1 || got.Counts[StateFailed] != 1 {
+	if got.Status != record.BatchCompleted || got.CompletedAt == nil || got.Counts[record.StateSent] != 1 || got.Counts[record.StateDelivered] != 1 || got.Counts[record.StateFailed] != 1 {
 		t.Fatalf("batch = %+v", got)
 	}
 }

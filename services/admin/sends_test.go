@@ -507,7 +507,7 @@ func TestConsoleCancel(t *testing.T) {
 }
 
 // The failed and skipped messages are listed a page at a time, with the
-// cursor of batchctl.Messages.
+// cursor of record.Messages.
 func TestConsoleBatchProblemsPages(t *testing.T) {
 	e := newEnv(t, nil)
 	id := e.seedBatch(e.CompanyID, "campaign", "/api/campaigns/send", "completed", time.Now().UTC().Add(-time.Hour), 0, concat(

@@ -5,13 +5,13 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/parleyhq/parley/pkg/delivery"
 	"github.com/parleyhq/parley/pkg/delivery/dispatchsvc"
+	"github.com/parleyhq/parley/pkg/record"
 	"github.com/parleyhq/parley/services/automation-dispatcher/internal/config"
 )
 
 // lane is what this dispatcher sends.
-const lane = delivery.LaneAutomation
+const lane = record.LaneAutomation
 
 // newApp builds the automation dispatcher: the composition both dispatchers
 // share (pkg/delivery/dispatchsvc) on its lane and listen address. cleanup

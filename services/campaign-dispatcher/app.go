@@ -5,13 +5,13 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/parleyhq/parley/pkg/delivery"
 	"github.com/parleyhq/parley/pkg/delivery/dispatchsvc"
+	"github.com/parleyhq/parley/pkg/record"
 	"github.com/parleyhq/parley/services/campaign-dispatcher/internal/config"
 )
 
 // lane is what this dispatcher sends.
-const lane = delivery.LaneCampaign
+const lane = record.LaneCampaign
 
 // newApp builds the campaign dispatcher: the composition both dispatchers
 // share (pkg/delivery/dispatchsvc) on its lane and listen address. cleanup

@@ -15,14 +15,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
-	"github.com/parleyhq/parley/pkg/batchctl"
-	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
-	"github.com/parleyhq/parley/pkg/delivery"
+	"github.com/parleyhq/parley/pkg/contacts"
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/ratelimit"
+	"github.com/parleyhq/parley/pkg/record"
 	"github.com/parleyhq/parley/pkg/store"
 	"github.com/parleyhq/parley/pkg/ttlcache"
 	"github.com/parleyhq/parley/services/gateway/internal/apidoc"
@@ -114,7 +113,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	}
 	idem := idempotency.New(rdb, cfg.Redis.KeyPrefix, cfg.IdempotencyRetention, time.Minute)
 
-	records := deliveryRecords{pool: pool, pending: handoff.NewPending(pub.JetStream(), cfg.NATS), now: now}
+	records := sendRecords{pool: pool, pending: handoff.NewPending(pub.JetStream(), cfg.NATS), now: now}
 	segs := segments.NewStore(pool, now)
 	if whatsapp.IsDevAppSecret(cfg.WebhookAppSecret) {
 		log.Warn("PARLEY_WEBHOOK_APP_SECRET is the local development secret: set the Meta app secret in production")
@@ -155,64 +154,64 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	}, cleanup, nil
 }
 
-// deliveryRecords is the record of batches and messages as the HTTP edge
+// sendRecords is the record of batches and messages as the HTTP edge
 // reads and updates it.
-type deliveryRecords struct {
+type sendRecords struct {
 	pool    *pgxpool.Pool
 	pending *handoff.Pending
 	now     func() time.Time
 }
 
-func (d deliveryRecords) RecordedBatch(ctx context.Context, companyID int64, batchID string) (batchview.Batch, error) {
-	return batchview.BatchStatus(ctx, d.pool, companyID, batchID)
+func (d sendRecords) RecordedBatch(ctx context.Context, companyID int64, batchID string) (record.Batch, error) {
+	return record.BatchStatus(ctx, d.pool, companyID, batchID)
 }
 
-func (d deliveryRecords) PendingBatch(ctx context.Context, companyID int64, batchID string) (batchview.Batch, error) {
+func (d sendRecords) PendingBatch(ctx context.Context, companyID int64, batchID string) (record.Batch, error) {
 	return d.pending.Batch(ctx, companyID, batchID)
 }
 
 // CancelBatch cancels a recorded batch, else one waiting in the stream,
 // else a recorded one again: as findBatch reads, so that a batch moving
 // from the stream to the record is always found.
-func (d deliveryRecords) CancelBatch(ctx context.Context, companyID int64, batchID string) (batchctl.Result, error) {
-	res, err := batchctl.CancelAt(ctx, d.pool, companyID, batchID, d.now())
-	if !errors.Is(err, batchview.ErrNotFound) {
+func (d sendRecords) CancelBatch(ctx context.Context, companyID int64, batchID string) (record.CancelResult, error) {
+	res, err := record.CancelAt(ctx, d.pool, companyID, batchID, d.now())
+	if !errors.Is(err, record.ErrNotFound) {
 		return res, err
 	}
 	p, err := d.pending.Batch(ctx, companyID, batchID)
 	switch {
 	case err == nil:
-		return batchctl.CancelPending(ctx, d.pool, p, d.now())
-	case !errors.Is(err, batchview.ErrNotFound):
-		return batchctl.Result{}, err
+		return record.CancelPending(ctx, d.pool, p, d.now())
+	case !errors.Is(err, record.ErrNotFound):
+		return record.CancelResult{}, err
 	}
-	return batchctl.CancelAt(ctx, d.pool, companyID, batchID, d.now())
+	return record.CancelAt(ctx, d.pool, companyID, batchID, d.now())
 }
 
 // BatchMessages lists a recorded batch's messages; a batch still in the
 // stream has none yet.
-func (d deliveryRecords) BatchMessages(ctx context.Context, companyID int64, batchID string, f batchctl.Filter) (batchctl.Page, error) {
-	page, err := batchctl.Messages(ctx, d.pool, companyID, batchID, f)
-	if !errors.Is(err, batchview.ErrNotFound) {
+func (d sendRecords) BatchMessages(ctx context.Context, companyID int64, batchID string, f record.Filter) (record.Page, error) {
+	page, err := record.Messages(ctx, d.pool, companyID, batchID, f)
+	if !errors.Is(err, record.ErrNotFound) {
 		return page, err
 	}
 	if _, err := d.pending.Batch(ctx, companyID, batchID); err != nil {
-		if errors.Is(err, batchview.ErrNotFound) {
+		if errors.Is(err, record.ErrNotFound) {
 			// Recorded meanwhile?
-			return batchctl.Messages(ctx, d.pool, companyID, batchID, f)
+			return record.Messages(ctx, d.pool, companyID, batchID, f)
 		}
-		return batchctl.Page{}, err
+		return record.Page{}, err
 	}
-	return batchctl.Page{BatchID: batchID, Messages: []batchctl.Message{}}, nil
+	return record.Page{BatchID: batchID, Messages: []record.Message{}}, nil
 }
 
-func (d deliveryRecords) ApplyStatuses(ctx context.Context, updates []whatsapp.StatusUpdate) error {
-	_, err := batchview.ApplyStatuses(ctx, d.pool, updates, d.now())
+func (d sendRecords) ApplyStatuses(ctx context.Context, updates []whatsapp.StatusUpdate) error {
+	_, err := record.ApplyStatuses(ctx, d.pool, updates, d.now())
 	return err
 }
 
-func (d deliveryRecords) ReceiveMessages(ctx context.Context, msgs []whatsapp.InboundMessage) (int, error) {
-	res, err := delivery.ReceiveMessages(ctx, d.pool, msgs, d.now())
+func (d sendRecords) ReceiveMessages(ctx context.Context, msgs []whatsapp.InboundMessage) (int, error) {
+	res, err := contacts.ReceiveMessages(ctx, d.pool, msgs, d.now())
 	return res.Ignored, err
 }
 

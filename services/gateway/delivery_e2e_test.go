@@ -19,6 +19,7 @@ import (
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
 	"github.com/parleyhq/parley/pkg/delivery"
 	"github.com/parleyhq/parley/pkg/ratelimit"
+	"github.com/parleyhq/parley/pkg/record"
 	"github.com/parleyhq/parley/pkg/secretbox"
 )
 
@@ -77,9 +78,9 @@ func newStackOn(t *testing.T, g *gw, campaigns int) *stack {
 		FlushSize: 100, SweepInterval: 100 * time.Millisecond, ExpandWorkers: 2, AckWait: 30 * time.Second,
 		CacheTTL: time.Second, ShutdownTimeout: 5 * time.Second,
 	}
-	lanes := []delivery.Lane{delivery.LaneAutomation}
+	lanes := []record.Lane{record.LaneAutomation}
 	for range campaigns {
-		lanes = append(lanes, delivery.LaneCampaign)
+		lanes = append(lanes, record.LaneCampaign)
 	}
 	for _, lane := range lanes {
 		d, err := delivery.New(lane, cfg, delivery.Deps{

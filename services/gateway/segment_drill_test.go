@@ -19,9 +19,9 @@ import (
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
 	"github.com/parleyhq/parley/pkg/contacts"
-	"github.com/parleyhq/parley/pkg/delivery"
 	"github.com/parleyhq/parley/pkg/delivery/dispatchsvc"
 	"github.com/parleyhq/parley/pkg/envconfig"
+	"github.com/parleyhq/parley/pkg/record"
 	"github.com/parleyhq/parley/services/gateway/internal/segments"
 	"github.com/parleyhq/parley/testkit/drilltally"
 )
@@ -200,7 +200,7 @@ func startCampaignDispatcher(t *testing.T, g *gw, providerURL string) {
 	cfg.NATS = g.busCfg
 	cfg.Redis = g.redis
 	cfg.Provider.BaseURL = providerURL
-	s, cleanup, err := dispatchsvc.New(context.Background(), delivery.LaneCampaign, "127.0.0.1:0", cfg,
+	s, cleanup, err := dispatchsvc.New(context.Background(), record.LaneCampaign, "127.0.0.1:0", cfg,
 		zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	if err != nil {
 		t.Fatal(err)

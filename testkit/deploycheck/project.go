@@ -16,6 +16,7 @@ import (
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/delivery"
 	"github.com/parleyhq/parley/pkg/envdoc"
+	"github.com/parleyhq/parley/pkg/record"
 )
 
 // MissingBinaryError is a compose service or Kubernetes workload that runs a
@@ -241,7 +242,7 @@ func checkScaledObject(k *Kubernetes, name string) []error {
 	if so.Spec.ScaleTargetRef.Name != name {
 		fail("scales %q", so.Spec.ScaleTargetRef.Name)
 	}
-	lane := delivery.Lane(strings.TrimSuffix(name, "-dispatcher"))
+	lane := record.Lane(strings.TrimSuffix(name, "-dispatcher"))
 	var declared []string
 	for _, c := range delivery.Consumers(lane, bus.Config{}) {
 		declared = append(declared, c.Name)

@@ -24,15 +24,14 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
-	"github.com/parleyhq/parley/pkg/delivery"
 	"github.com/parleyhq/parley/pkg/delivery/dispatchsvc"
 	"github.com/parleyhq/parley/pkg/ratelimit"
+	"github.com/parleyhq/parley/pkg/record"
 	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/testkit/bustest"
 	"github.com/parleyhq/parley/testkit/ratelimittest"
@@ -48,7 +47,7 @@ type Boot func(ctx context.Context, addr string, cfg dispatchsvc.Config, log *za
 // DeliversAndShutsDown boots the lane's dispatcher with boot: it must make
 // the stream, deliver a batch of its lane (two contacts), serve its probes
 // and metrics, turn readiness 503 on shutdown, and stop cleanly.
-func DeliversAndShutsDown(t *testing.T, lane delivery.Lane, boot Boot) {
+func DeliversAndShutsDown(t *testing.T, lane record.Lane, boot Boot) {
 	t.Helper()
 	deliversAndShutsDown(t, lane, nil, boot)
 }
@@ -57,12 +56,12 @@ func DeliversAndShutsDown(t *testing.T, lane delivery.Lane, boot Boot) {
 // configuration rc (a ratelimittest.Cluster's or Sentinel's, say), and
 // checks besides that every throughput decision was made by Redis, none by
 // the per-process fallback.
-func DeliversOnRedis(t *testing.T, lane delivery.Lane, rc ratelimit.RedisConfig, boot Boot) {
+func DeliversOnRedis(t *testing.T, lane record.Lane, rc ratelimit.RedisConfig, boot Boot) {
 	t.Helper()
 	deliversAndShutsDown(t, lane, &rc, boot)
 }
 
-func deliversAndShutsDown(t *testing.T, lane delivery.Lane, rc *ratelimit.RedisConfig, boot Boot) {
+func deliversAndShutsDown(t *testing.T, lane record.Lane, rc *ratelimit.RedisConfig, boot Boot) {
 	t.Helper()
 	ctx := context.Background()
 	dbURL, pool := storetest.NewDatabase(t)
@@ -123,14 +122,14 @@ func deliversAndShutsDown(t *testing.T, lane delivery.Lane, rc *ratelimit.RedisC
 	var subject string
 	var batch proto.Message
 	switch lane {
-	case delivery.LaneCampaign:
+	case record.LaneCampaign:
 		camp, err := cat.CreateCampaign(ctx, co.ID, "Hello", tpl.ID, acct.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		subject = cfg.NATS.CampaignSubject(co.ID)
 		batch = &sendsv1.CampaignBatch{BatchId: id, CompanyId: co.ID, CampaignId: camp.ID, Phones: phones, AcceptedAt: timestamppb.Now()}
-	case delivery.LaneAutomation:
+	case record.LaneAutomation:
 		auto, err := cat.CreateAutomation(ctx, catalog.NewAutomation{CompanyID: co.ID, Name: "Hello", Active: true,
 			TemplateID: &tpl.ID, MessagingAccountID: &acct.ID})
 		if err != nil {
@@ -175,14 +174,14 @@ func deliversAndShutsDown(t *testing.T, lane delivery.Lane, rc *ratelimit.RedisC
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		b, err := batchview.BatchStatus(ctx, pool, co.ID, id)
-		if err == nil && b.Status == batchview.BatchCompleted {
-			if b.Counts[batchview.StateSent] != 2 {
+		b, err := record.BatchStatus(ctx, pool, co.ID, id)
+		if err == nil && b.Status == record.BatchCompleted {
+			if b.Counts[record.StateSent] != 2 {
 				t.Fatalf("batch = %+v", b)
 			}
 			break
 		}
-		if err != nil && !errors.Is(err, batchview.ErrNotFound) {
+		if err != nil && !errors.Is(err, record.ErrNotFound) {
 			t.Fatal(err)
 		}
 		if time.Now().After(deadline) {

@@ -25,6 +25,7 @@ import (
 	"github.com/parleyhq/parley/pkg/delivery"
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/ratelimit"
+	"github.com/parleyhq/parley/pkg/record"
 	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/pkg/store"
 )
@@ -69,7 +70,7 @@ type Service struct {
 // builds the lane's dispatcher and the probe's HTTP server on addr. cleanup
 // releases what was opened, in reverse order: the NATS connection drains
 // before the pools close. It is safe to call after an error too.
-func New(ctx context.Context, lane delivery.Lane, addr string, cfg Config, log *zap.Logger) (s *Service, cleanup func(), err error) {
+func New(ctx context.Context, lane record.Lane, addr string, cfg Config, log *zap.Logger) (s *Service, cleanup func(), err error) {
 	var closers ops.Closers
 	cleanup = closers.Close
 	fail := func(err error) (*Service, func(), error) {

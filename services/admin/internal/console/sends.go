@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/parleyhq/parley/pkg/batchctl"
+	"github.com/parleyhq/parley/pkg/record"
 	"github.com/parleyhq/parley/services/admin/internal/sends"
 )
 
@@ -36,7 +36,7 @@ type batchView struct {
 	Bar       template.HTML
 	Chart     template.HTML
 	States    []stateCount
-	Problems  []batchctl.Message
+	Problems  []record.Message
 	More      string
 	CanCancel bool
 }
@@ -92,7 +92,7 @@ func (c *Console) batchPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	problems, err := c.Sends.Problems(r.Context(), u.CompanyID, b.ID, r.URL.Query().Get("cursor"), problemsPerPage)
-	var invalid *batchctl.InvalidError
+	var invalid *record.InvalidError
 	if errors.As(err, &invalid) {
 		c.renderError(w, r, http.StatusBadRequest, "Page not found", "This list position is not valid. Open the send again.")
 		return

@@ -14,23 +14,22 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/parleyhq/parley/pkg/batchctl"
-	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/record"
 )
 
 // ErrNotFound is a batch that does not exist for the company (or an id
 // that is not a batch id at all).
-var ErrNotFound = batchctl.ErrNotFound
+var ErrNotFound = record.ErrNotFound
 
 // StateCancelled is the terminal state of a message cancelled before it
 // reached the provider.
-const StateCancelled = string(batchview.StateCancelled)
+const StateCancelled = string(record.StateCancelled)
 
 // States are every message state in display order.
 var States = func() []string {
-	out := make([]string, len(batchview.States))
-	for i, st := range batchview.States {
+	out := make([]string, len(record.States))
+	for i, st := range record.States {
 		out[i] = string(st)
 	}
 	return out
@@ -40,7 +39,7 @@ var States = func() []string {
 // what a cancel still stops.
 var waitingStates = func() map[string]bool {
 	out := map[string]bool{}
-	for _, st := range batchview.Cancellable {
+	for _, st := range record.Cancellable {
 		out[string(st)] = true
 	}
 	return out
@@ -95,7 +94,7 @@ func (b Batch) Total() int {
 // Unfinished reports whether the batch may still send something.
 func (b Batch) Unfinished() bool {
 	switch b.Status {
-	case string(batchview.BatchAccepted), string(batchview.BatchScheduled), string(batchview.BatchProcessing):
+	case string(record.BatchAccepted), string(record.BatchScheduled), string(record.BatchProcessing):
 		return true
 	}
 	return false
@@ -108,7 +107,7 @@ func (b Batch) Cancellable() bool {
 	if !b.Unfinished() {
 		return false
 	}
-	if b.Status == string(batchview.BatchAccepted) || b.Status == string(batchview.BatchScheduled) {
+	if b.Status == string(record.BatchAccepted) || b.Status == string(record.BatchScheduled) {
 		return true
 	}
 	for s, n := range b.Counts {
@@ -301,18 +300,18 @@ func (s *Store) Timeline(ctx context.Context, b Batch, points int) (Timeline, er
 }
 
 // ProblemStates are the states the batch page lists with their reasons.
-var ProblemStates = []string{string(batchview.StateFailed), string(batchview.StateSkippedOptOut)}
+var ProblemStates = []string{string(record.StateFailed), string(record.StateSkippedOptOut)}
 
 // Problems returns a page of the batch's failed and skipped messages, in
 // the batch's order, from cursor ("" for the first page), through
-// batchctl.Messages (the listing GET /api/batches/{id}/messages serves).
-func (s *Store) Problems(ctx context.Context, companyID int64, batchID, cursor string, limit int) (batchctl.Page, error) {
-	return batchctl.Messages(ctx, s.db, companyID, batchID, batchctl.Filter{States: ProblemStates, Limit: limit, Cursor: cursor})
+// record.Messages (the listing GET /api/batches/{id}/messages serves).
+func (s *Store) Problems(ctx context.Context, companyID int64, batchID, cursor string, limit int) (record.Page, error) {
+	return record.Messages(ctx, s.db, companyID, batchID, record.Filter{States: ProblemStates, Limit: limit, Cursor: cursor})
 }
 
 // Cancel cancels every message of the company's batch not yet handed to
-// the provider, through batchctl.Cancel (what POST
+// the provider, through record.Cancel (what POST
 // /api/batches/{id}/cancel does).
-func (s *Store) Cancel(ctx context.Context, companyID int64, batchID string) (batchctl.Result, error) {
-	return batchctl.CancelAt(ctx, s.db, companyID, batchID, s.now())
+func (s *Store) Cancel(ctx context.Context, companyID int64, batchID string) (record.CancelResult, error) {
+	return record.CancelAt(ctx, s.db, companyID, batchID, s.now())
 }

@@ -8,8 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/record"
 )
 
 // Pending finds a batch that the stream acknowledged but no dispatcher has
@@ -45,22 +45,22 @@ func (p *Pending) handle(ctx context.Context) (jetstream.Stream, error) {
 
 // Batch returns the company's batch while it waits in the stream, in its
 // group or alone (bus.Config.FindBatch), with status accepted;
-// batchview.ErrNotFound when it is not there.
-func (p *Pending) Batch(ctx context.Context, companyID int64, batchID string) (batchview.Batch, error) {
+// record.ErrNotFound when it is not there.
+func (p *Pending) Batch(ctx context.Context, companyID int64, batchID string) (record.Batch, error) {
 	s, err := p.handle(ctx)
 	if err != nil {
-		return batchview.Batch{}, err
+		return record.Batch{}, err
 	}
 	m, _, err := p.cfg.FindBatch(ctx, s, companyID, batchID)
 	if errors.Is(err, bus.ErrBatchNotInStream) {
-		return batchview.Batch{}, batchview.ErrNotFound
+		return record.Batch{}, record.ErrNotFound
 	}
 	if err != nil {
-		return batchview.Batch{}, fmt.Errorf("%w: look up batch %s: %v", ErrUnavailable, batchID, err)
+		return record.Batch{}, fmt.Errorf("%w: look up batch %s: %v", ErrUnavailable, batchID, err)
 	}
-	b, err := batchview.Pending(companyID, m)
+	b, err := record.Pending(companyID, m)
 	if err != nil {
-		return batchview.Batch{}, fmt.Errorf("pending batch %s: %w", batchID, err)
+		return record.Batch{}, fmt.Errorf("pending batch %s: %w", batchID, err)
 	}
 	return b, nil
 }

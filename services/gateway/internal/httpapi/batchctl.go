@@ -14,17 +14,16 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
-	"github.com/parleyhq/parley/pkg/batchctl"
-	"github.com/parleyhq/parley/pkg/batchview"
+	"github.com/parleyhq/parley/pkg/record"
 	"github.com/parleyhq/parley/services/gateway/internal/validation"
 )
 
 // BatchControl cancels a batch and lists its messages (pkg/batchctl), for
 // a batch recorded in PostgreSQL or still waiting in the stream. Both
-// answer batchview.ErrNotFound for a batch the company does not have.
+// answer record.ErrNotFound for a batch the company does not have.
 type BatchControl interface {
-	CancelBatch(ctx context.Context, companyID int64, batchID string) (batchctl.Result, error)
-	BatchMessages(ctx context.Context, companyID int64, batchID string, f batchctl.Filter) (batchctl.Page, error)
+	CancelBatch(ctx context.Context, companyID int64, batchID string) (record.CancelResult, error)
+	BatchMessages(ctx context.Context, companyID int64, batchID string, f record.Filter) (record.Page, error)
 }
 
 const msgBatchNotFound = "Batch not found"
@@ -62,10 +61,10 @@ func (h *handlers) cancelBatch(c *gin.Context) {
 		func(ctx context.Context, companyID int64, _ struct{}) (int, any, error) {
 			id, err := uuid.Parse(raw)
 			if err != nil {
-				return 0, nil, batchview.ErrNotFound
+				return 0, nil, record.ErrNotFound
 			}
 			res, err := h.control.CancelBatch(ctx, companyID, id.String())
-			if err != nil && !errors.Is(err, batchview.ErrNotFound) {
+			if err != nil && !errors.Is(err, record.ErrNotFound) {
 				h.log.Error("cancel batch", zap.String("batch_id", id.String()), zap.Error(err))
 				return 0, nil, fmt.Errorf("%w: %v", errBatchStore, err)
 			}
@@ -82,7 +81,7 @@ func (h *handlers) cancelBatch(c *gin.Context) {
 // (the next_cursor of the page before). 422 for a bad query, checked before
 // the batch is looked up; 404 as for GET /api/batches/{batch_id}.
 func (h *handlers) batchMessages(c *gin.Context) {
-	var f batchctl.Filter
+	var f record.Filter
 	var problems []problem
 	for _, v := range c.QueryArray("state") {
 		for _, s := range strings.Split(v, ",") {
@@ -104,9 +103,9 @@ func (h *handlers) batchMessages(c *gin.Context) {
 		case n < 1:
 			problems = append(problems, problem{Type: "greater_than_equal", Loc: []any{"query", "limit"},
 				Msg: "Input should be greater than or equal to 1", Input: v})
-		case n > batchctl.MaxLimit:
+		case n > record.MaxLimit:
 			problems = append(problems, problem{Type: "less_than_equal", Loc: []any{"query", "limit"},
-				Msg: fmt.Sprintf("Input should be less than or equal to %d", batchctl.MaxLimit), Input: v})
+				Msg: fmt.Sprintf("Input should be less than or equal to %d", record.MaxLimit), Input: v})
 		default:
 			f.Limit = n
 		}
@@ -128,7 +127,7 @@ func (h *handlers) batchMessages(c *gin.Context) {
 		return
 	}
 	page, err := h.control.BatchMessages(c.Request.Context(), principal(c).CompanyID, id.String(), f)
-	var inv *batchctl.InvalidError
+	var inv *record.InvalidError
 	switch {
 	case errors.As(err, &inv):
 		p := problem{Type: "value_error", Loc: []any{"query", inv.Field}, Msg: inv.Msg, Input: inv.Input}
@@ -137,7 +136,7 @@ func (h *handlers) batchMessages(c *gin.Context) {
 		}
 		abortProblems(c, []problem{p})
 		return
-	case errors.Is(err, batchview.ErrNotFound):
+	case errors.Is(err, record.ErrNotFound):
 		abortDetail(c, http.StatusNotFound, msgBatchNotFound)
 		return
 	case err != nil:
@@ -155,7 +154,7 @@ func (h *handlers) batchMessages(c *gin.Context) {
 }
 
 func validMessageState(s string) bool {
-	for _, x := range batchview.States {
+	for _, x := range record.States {
 		if string(x) == s {
 			return true
 		}
@@ -166,9 +165,9 @@ func validMessageState(s string) bool {
 // stateList is pydantic's enum wording: 'a', 'b' or 'c'.
 func stateList() string {
 	var b strings.Builder
-	for i, s := range batchview.States {
+	for i, s := range record.States {
 		switch {
-		case i == len(batchview.States)-1:
+		case i == len(record.States)-1:
 			b.WriteString(" or ")
 		case i > 0:
 			b.WriteString(", ")

@@ -11,17 +11,17 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
-	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/record"
 )
 
 // BatchReader reads a batch's status and counts: RecordedBatch from
-// PostgreSQL (batchview.BatchStatus), PendingBatch from the stream for a
-// batch no dispatcher has taken yet (batchview.Pending). Both answer
-// batchview.ErrNotFound for a batch they do not hold.
+// PostgreSQL (record.BatchStatus), PendingBatch from the stream for a
+// batch no dispatcher has taken yet (record.Pending). Both answer
+// record.ErrNotFound for a batch they do not hold.
 type BatchReader interface {
-	RecordedBatch(ctx context.Context, companyID int64, batchID string) (batchview.Batch, error)
-	PendingBatch(ctx context.Context, companyID int64, batchID string) (batchview.Batch, error)
+	RecordedBatch(ctx context.Context, companyID int64, batchID string) (record.Batch, error)
+	PendingBatch(ctx context.Context, companyID int64, batchID string) (record.Batch, error)
 }
 
 // batchJSON is the public shape of a batch: GET /api/batches/{batch_id},
@@ -40,10 +40,10 @@ type batchJSON struct {
 	CompletedAt  *time.Time    `json:"completed_at,omitempty"`
 	CancelledAt  *time.Time    `json:"cancelled_at,omitempty"`
 	// Counts has every message state, zero included.
-	Counts map[batchview.State]int `json:"counts"`
+	Counts map[record.State]int `json:"counts"`
 }
 
-func batchBody(b batchview.Batch) batchJSON {
+func batchBody(b record.Batch) batchJSON {
 	return batchJSON{
 		ID: b.ID, CompanyID: b.CompanyID, Kind: b.Kind, Source: b.Source, Status: string(b.Status), Error: b.Error,
 		ContactCount: b.ContactCount, IsForced: b.IsForced, ScheduledAt: b.ScheduledAt, AcceptedAt: b.AcceptedAt,
@@ -54,13 +54,13 @@ func batchBody(b batchview.Batch) batchJSON {
 // findBatch looks in the record, then in the stream, then in the record
 // again: a dispatcher commits a batch's record before it acks the stream's
 // copy, so a batch accepted and moving from one to the other is always found.
-func findBatch(ctx context.Context, r BatchReader, companyID int64, id string) (batchview.Batch, error) {
+func findBatch(ctx context.Context, r BatchReader, companyID int64, id string) (record.Batch, error) {
 	b, err := r.RecordedBatch(ctx, companyID, id)
-	if !errors.Is(err, batchview.ErrNotFound) {
+	if !errors.Is(err, record.ErrNotFound) {
 		return b, err
 	}
 	b, err = r.PendingBatch(ctx, companyID, id)
-	if !errors.Is(err, batchview.ErrNotFound) {
+	if !errors.Is(err, record.ErrNotFound) {
 		return b, err
 	}
 	return r.RecordedBatch(ctx, companyID, id)
@@ -77,7 +77,7 @@ func (h *handlers) batchStatus(c *gin.Context) {
 	}
 	b, err := findBatch(c.Request.Context(), h.batches, principal(c).CompanyID, id.String())
 	switch {
-	case errors.Is(err, batchview.ErrNotFound):
+	case errors.Is(err, record.ErrNotFound):
 		abortDetail(c, http.StatusNotFound, "Batch not found")
 		return
 	case err != nil:

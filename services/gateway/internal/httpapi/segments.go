@@ -9,8 +9,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
 
-	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/contacts"
+	"github.com/parleyhq/parley/pkg/record"
 	"github.com/parleyhq/parley/services/gateway/internal/segments"
 )
 
@@ -75,7 +75,7 @@ func respond[T any](h *handlers, c *gin.Context, route Route,
 		writeJSON(c, status, out)
 	case errors.Is(err, segments.ErrNotFound):
 		abortDetail(c, http.StatusNotFound, msgSegmentNotFound)
-	case errors.Is(err, batchview.ErrNotFound):
+	case errors.Is(err, record.ErrNotFound):
 		abortDetail(c, http.StatusNotFound, msgBatchNotFound)
 	case errors.Is(err, errBatchStore):
 		c.Header("Retry-After", "1")

@@ -12,8 +12,8 @@ import (
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 )
 
-// StatusSink records the provider's status callbacks (pkg/delivery) and the
-// messages users send (opt-out and opt-in keywords, pkg/contacts).
+// StatusSink records the provider's status callbacks (record.ApplyStatuses) and the
+// messages users send (opt-out and opt-in keywords, contacts.ReceiveMessages).
 type StatusSink interface {
 	ApplyStatuses(ctx context.Context, updates []whatsapp.StatusUpdate) error
 	// ReceiveMessages records inbound messages: their senders become

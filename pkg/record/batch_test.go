@@ -1,4 +1,4 @@
-package batchview
+package record
 
 import (
 	"testing"

@@ -1,14 +1,4 @@
-// Package batchview is the record of a send batch as the gateway and the
-// dispatchers both read and update it: the vocabulary of message and batch
-// states, a batch with its messages counted by state (recorded in
-// PostgreSQL, or still waiting in the SENDS stream: both built by the same
-// code), and the provider's status callbacks applied to the messages,
-// through one path, with the backlog of callbacks that arrive before their
-// send is recorded (see ApplyStatuses).
-//
-// The engine that creates and sends the messages is pkg/delivery; the
-// public JSON shape of a batch is the gateway's (services/gateway/internal/httpapi).
-package batchview
+package record
 
 import (
 	"context"
@@ -18,70 +8,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 )
-
-// State is a message's state (the message_state enum); see pkg/delivery's
-// documentation for the lifecycle.
-type State string
-
-// Message states.
-const (
-	StateQueued        State = "queued"
-	StateScheduled     State = "scheduled"
-	StateDeferred      State = "deferred"
-	StateSending       State = "sending"
-	StateSent          State = "sent"
-	StateDelivered     State = "delivered"
-	StateRead          State = "read"
-	StateFailed        State = "failed"
-	StateSkippedOptOut State = "skipped_opt_out"
-	StateCancelled     State = "cancelled"
-)
-
-// States lists every message state, in lifecycle order.
-var States = []State{StateQueued, StateScheduled, StateDeferred, StateSending, StateSent,
-	StateDelivered, StateRead, StateFailed, StateSkippedOptOut, StateCancelled}
-
-// Cancellable lists the states a cancel moves to cancelled: not yet handed
-// to the provider.
-var Cancellable = []State{StateQueued, StateScheduled, StateDeferred}
-
-// Terminal reports whether a message in state s is done for the dispatcher.
-func (s State) Terminal() bool {
-	switch s {
-	case StateSent, StateDelivered, StateRead, StateFailed, StateSkippedOptOut, StateCancelled:
-		return true
-	}
-	return false
-}
-
-// BatchState is a batch's status (the batch_status enum).
-type BatchState string
-
-// Batch statuses; see pkg/delivery's documentation.
-const (
-	BatchAccepted   BatchState = "accepted"
-	BatchScheduled  BatchState = "scheduled"
-	BatchProcessing BatchState = "processing"
-	BatchCompleted  BatchState = "completed"
-	BatchFailed     BatchState = "failed"
-	BatchCancelled  BatchState = "cancelled"
-)
-
-// ErrNotFound is a batch that does not exist for the asking company.
-var ErrNotFound = errors.New("not found")
-
-// DB is what the package's queries run on: a pool or a transaction.
-type DB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
 
 // Batch is a send batch with its messages counted by state. Its public JSON
 // shape is the gateway's.

@@ -1,4 +1,4 @@
-package batchctl_test
+package record_test
 
 import (
 	"context"
@@ -12,13 +12,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/parleyhq/parley/pkg/batchctl"
-	"github.com/parleyhq/parley/pkg/batchview"
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/delivery"
+	"github.com/parleyhq/parley/pkg/record"
 	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/testkit/storetest"
 )
@@ -135,19 +134,19 @@ func TestCancelScheduledBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if _, err := batchctl.Cancel(f.ctx, f.pool, f.other.ID, b.BatchId); !errors.Is(err, batchctl.ErrNotFound) {
+	if _, err := record.Cancel(f.ctx, f.pool, f.other.ID, b.BatchId); !errors.Is(err, record.ErrNotFound) {
 		t.Fatalf("another company's cancel: %v, want ErrNotFound", err)
 	}
 	if got := f.states(b.BatchId); got["scheduled"] != 3 {
 		t.Fatalf("another company's cancel changed messages: %v", got)
 	}
 
-	res, err := batchctl.CancelAt(f.ctx, f.pool, f.comp.ID, b.BatchId, f.now)
+	res, err := record.CancelAt(f.ctx, f.pool, f.comp.ID, b.BatchId, f.now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Cancelled != 3 || res.Counts[batchview.StateCancelled] != 3 || res.Counts[batchview.StateSending] != 1 ||
-		res.Counts[batchview.StateSent] != 1 || res.Status != batchview.BatchProcessing || res.CancelledAt == nil {
+	if res.Cancelled != 3 || res.Counts[record.StateCancelled] != 3 || res.Counts[record.StateSending] != 1 ||
+		res.Counts[record.StateSent] != 1 || res.Status != record.BatchProcessing || res.CancelledAt == nil {
 		t.Fatalf("first cancel: %+v", res)
 	}
 	var events int
@@ -155,8 +154,8 @@ func TestCancelScheduledBatch(t *testing.T) {
 		t.Fatalf("batch.cancelled events: %d, %v", events, err)
 	}
 
-	again, err := batchctl.CancelAt(f.ctx, f.pool, f.comp.ID, b.BatchId, f.now)
-	if err != nil || again.Cancelled != 0 || again.Counts[batchview.StateCancelled] != 3 {
+	again, err := record.CancelAt(f.ctx, f.pool, f.comp.ID, b.BatchId, f.now)
+	if err != nil || again.Cancelled != 0 || again.Counts[record.StateCancelled] != 3 {
 		t.Fatalf("second cancel: %+v, %v", again, err)
 	}
 
@@ -169,14 +168,14 @@ func TestCancelScheduledBatch(t *testing.T) {
 	if _, err := tx.Exec(f.ctx, `UPDATE messages SET state = 'queued' WHERE batch_id = $1 AND seq = 0`, b.BatchId); err != nil {
 		t.Fatal(err)
 	}
-	if err := delivery.CompleteBatches(f.ctx, tx, []string{b.BatchId}, f.now); err != nil {
+	if err := record.CompleteBatches(f.ctx, tx, []string{b.BatchId}, f.now); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(f.ctx); err != nil {
 		t.Fatal(err)
 	}
-	st, err := batchview.BatchStatus(f.ctx, f.pool, f.comp.ID, b.BatchId)
-	if err != nil || st.Status != batchview.BatchCompleted || st.Counts[batchview.StateCancelled] != 4 || st.Counts[batchview.StateSent] != 1 {
+	st, err := record.BatchStatus(f.ctx, f.pool, f.comp.ID, b.BatchId)
+	if err != nil || st.Status != record.BatchCompleted || st.Counts[record.StateCancelled] != 4 || st.Counts[record.StateSent] != 1 {
 		t.Fatalf("after the retry came back: %+v, %v", st, err)
 	}
 }
@@ -185,15 +184,15 @@ func TestCancelNothingSentIsCancelled(t *testing.T) {
 	f := newFixture(t)
 	b := f.campaignBatch(4, nil)
 	f.expand(b)
-	res, err := batchctl.CancelAt(f.ctx, f.pool, f.comp.ID, b.BatchId, f.now)
-	if err != nil || res.Cancelled != 4 || res.Status != batchview.BatchCancelled || res.CompletedAt == nil {
+	res, err := record.CancelAt(f.ctx, f.pool, f.comp.ID, b.BatchId, f.now)
+	if err != nil || res.Cancelled != 4 || res.Status != record.BatchCancelled || res.CompletedAt == nil {
 		t.Fatalf("cancel: %+v, %v", res, err)
 	}
-	if _, err := batchctl.Cancel(f.ctx, f.pool, f.comp.ID, "not-a-uuid"); !errors.Is(err, batchctl.ErrNotFound) {
+	if _, err := record.Cancel(f.ctx, f.pool, f.comp.ID, "not-a-uuid"); !errors.Is(err, record.ErrNotFound) {
 		t.Fatalf("malformed id: %v", err)
 	}
 	id, _ := uuid.NewV7()
-	if _, err := batchctl.Cancel(f.ctx, f.pool, f.comp.ID, id.String()); !errors.Is(err, batchctl.ErrNotFound) {
+	if _, err := record.Cancel(f.ctx, f.pool, f.comp.ID, id.String()); !errors.Is(err, record.ErrNotFound) {
 		t.Fatalf("unknown id: %v", err)
 	}
 }
@@ -201,13 +200,13 @@ func TestCancelNothingSentIsCancelled(t *testing.T) {
 func TestCancelPendingThenExpand(t *testing.T) {
 	f := newFixture(t)
 	b := f.campaignBatch(6, nil)
-	pending := batchview.Batch{ID: b.BatchId, CompanyID: f.comp.ID, Kind: "campaign", Source: bus.ParseSource(b.Source), ContactCount: 6, AcceptedAt: f.now}
-	res, err := batchctl.CancelPending(f.ctx, f.pool, pending, f.now)
-	if err != nil || res.Cancelled != 6 || res.Status != batchview.BatchCancelled || res.Counts[batchview.StateCancelled] != 6 {
+	pending := record.Batch{ID: b.BatchId, CompanyID: f.comp.ID, Kind: "campaign", Source: bus.ParseSource(b.Source), ContactCount: 6, AcceptedAt: f.now}
+	res, err := record.CancelPending(f.ctx, f.pool, pending, f.now)
+	if err != nil || res.Cancelled != 6 || res.Status != record.BatchCancelled || res.Counts[record.StateCancelled] != 6 {
 		t.Fatalf("pending cancel: %+v, %v", res, err)
 	}
-	again, err := batchctl.CancelPending(f.ctx, f.pool, pending, f.now)
-	if err != nil || again.Cancelled != 0 || again.Counts[batchview.StateCancelled] != 6 {
+	again, err := record.CancelPending(f.ctx, f.pool, pending, f.now)
+	if err != nil || again.Cancelled != 0 || again.Counts[record.StateCancelled] != 6 {
 		t.Fatalf("second pending cancel: %+v, %v", again, err)
 	}
 	// The dispatcher gets to it: every message is created cancelled, none due.
@@ -218,8 +217,8 @@ func TestCancelPendingThenExpand(t *testing.T) {
 	if got := f.states(b.BatchId); got["cancelled"] != 6 || len(got) != 1 {
 		t.Fatalf("states after expansion: %v", got)
 	}
-	st, err := batchview.BatchStatus(f.ctx, f.pool, f.comp.ID, b.BatchId)
-	if err != nil || st.Status != batchview.BatchCancelled || st.Counts[batchview.StateCancelled] != 6 {
+	st, err := record.BatchStatus(f.ctx, f.pool, f.comp.ID, b.BatchId)
+	if err != nil || st.Status != record.BatchCancelled || st.Counts[record.StateCancelled] != 6 {
 		t.Fatalf("status: %+v, %v", st, err)
 	}
 	var campaign *int64
@@ -236,28 +235,28 @@ func TestMessagesPagesWhileStatesChange(t *testing.T) {
 	f := newFixture(t)
 	b := f.campaignBatch(25, nil)
 	f.expand(b)
-	if _, err := batchctl.Messages(f.ctx, f.pool, f.other.ID, b.BatchId, batchctl.Filter{}); !errors.Is(err, batchctl.ErrNotFound) {
+	if _, err := record.Messages(f.ctx, f.pool, f.other.ID, b.BatchId, record.Filter{}); !errors.Is(err, record.ErrNotFound) {
 		t.Fatalf("another company's batch: %v", err)
 	}
 	for _, bad := range []struct {
-		f     batchctl.Filter
+		f     record.Filter
 		field string
 	}{
-		{batchctl.Filter{Limit: -1}, "limit"},
-		{batchctl.Filter{Limit: 1001}, "limit"},
-		{batchctl.Filter{States: []string{"sent", "lost"}}, "state"},
-		{batchctl.Filter{Cursor: "!!"}, "cursor"},
-		{batchctl.Filter{Cursor: "djE6eDox"}, "cursor"},
+		{record.Filter{Limit: -1}, "limit"},
+		{record.Filter{Limit: 1001}, "limit"},
+		{record.Filter{States: []string{"sent", "lost"}}, "state"},
+		{record.Filter{Cursor: "!!"}, "cursor"},
+		{record.Filter{Cursor: "djE6eDox"}, "cursor"},
 	} {
-		var inv *batchctl.InvalidError
-		if _, err := batchctl.Messages(f.ctx, f.pool, f.comp.ID, b.BatchId, bad.f); !errors.As(err, &inv) || inv.Field != bad.field {
+		var inv *record.InvalidError
+		if _, err := record.Messages(f.ctx, f.pool, f.comp.ID, b.BatchId, bad.f); !errors.As(err, &inv) || inv.Field != bad.field {
 			t.Fatalf("%+v: %v, want an invalid %s", bad.f, err, bad.field)
 		}
 	}
 
 	seen := map[int]bool{}
-	filter := batchctl.Filter{States: []string{"queued"}, Limit: 10}
-	page, err := batchctl.Messages(f.ctx, f.pool, f.comp.ID, b.BatchId, filter)
+	filter := record.Filter{States: []string{"queued"}, Limit: 10}
+	page, err := record.Messages(f.ctx, f.pool, f.comp.ID, b.BatchId, filter)
 	if err != nil || len(page.Messages) != 10 || page.NextCursor == nil {
 		t.Fatalf("first page: %+v, %v", page, err)
 	}
@@ -271,11 +270,11 @@ func TestMessagesPagesWhileStatesChange(t *testing.T) {
 	}
 	for page.NextCursor != nil {
 		filter.Cursor = *page.NextCursor
-		if page, err = batchctl.Messages(f.ctx, f.pool, f.comp.ID, b.BatchId, filter); err != nil {
+		if page, err = record.Messages(f.ctx, f.pool, f.comp.ID, b.BatchId, filter); err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range page.Messages {
-			if seen[m.Seq] || m.State != batchview.StateQueued {
+			if seen[m.Seq] || m.State != record.StateQueued {
 				t.Fatalf("message %d listed twice or in state %s", m.Seq, m.State)
 			}
 			seen[m.Seq] = true
@@ -285,7 +284,7 @@ func TestMessagesPagesWhileStatesChange(t *testing.T) {
 		t.Fatalf("listed %d messages, want 23 (25 but the two sent before they were reached)", len(seen))
 	}
 
-	all, err := batchctl.Messages(f.ctx, f.pool, f.comp.ID, b.BatchId, batchctl.Filter{States: []string{"sent"}})
+	all, err := record.Messages(f.ctx, f.pool, f.comp.ID, b.BatchId, record.Filter{States: []string{"sent"}})
 	if err != nil || len(all.Messages) != 4 || all.NextCursor != nil {
 		t.Fatalf("sent: %+v, %v", all, err)
 	}
@@ -296,8 +295,8 @@ func TestMessagesPagesWhileStatesChange(t *testing.T) {
 	// A cursor of another batch is refused.
 	other := f.campaignBatch(2, nil)
 	f.expand(other)
-	var inv *batchctl.InvalidError
-	if _, err := batchctl.Messages(f.ctx, f.pool, f.comp.ID, other.BatchId, batchctl.Filter{Cursor: filter.Cursor}); !errors.As(err, &inv) {
+	var inv *record.InvalidError
+	if _, err := record.Messages(f.ctx, f.pool, f.comp.ID, other.BatchId, record.Filter{Cursor: filter.Cursor}); !errors.As(err, &inv) {
 		t.Fatalf("foreign cursor: %v", err)
 	}
 }
@@ -313,7 +312,7 @@ func TestConcurrentCancels(t *testing.T) {
 	errs := make(chan error, n)
 	for range n {
 		go func() {
-			res, err := batchctl.CancelAt(f.ctx, f.pool, f.comp.ID, b.BatchId, f.now)
+			res, err := record.CancelAt(f.ctx, f.pool, f.comp.ID, b.BatchId, f.now)
 			errs <- err
 			got <- res.Cancelled
 		}()
@@ -356,7 +355,7 @@ func TestCancelPendingOfEveryKind(t *testing.T) {
 		{auto.BatchId, "automation", 2, func() (delivery.Expansion, error) { return f.exp.Automation(f.ctx, auto) }},
 		{msgs.BatchId, "batch", 2, func() (delivery.Expansion, error) { return f.exp.Messages(f.ctx, msgs) }},
 	} {
-		res, err := batchctl.CancelPending(f.ctx, f.pool, batchview.Batch{ID: c.id, CompanyID: f.comp.ID, Kind: c.kind,
+		res, err := record.CancelPending(f.ctx, f.pool, record.Batch{ID: c.id, CompanyID: f.comp.ID, Kind: c.kind,
 			Source: "api:test", ContactCount: c.n, AcceptedAt: f.now}, f.now)
 		if err != nil || res.Cancelled != c.n {
 			t.Fatalf("%s: %+v, %v", c.kind, res, err)
@@ -365,8 +364,8 @@ func TestCancelPendingOfEveryKind(t *testing.T) {
 		if err != nil || exp.Due {
 			t.Fatalf("%s: expand %+v, %v", c.kind, exp, err)
 		}
-		st, err := batchview.BatchStatus(f.ctx, f.pool, f.comp.ID, c.id)
-		if err != nil || st.Status != batchview.BatchCancelled {
+		st, err := record.BatchStatus(f.ctx, f.pool, f.comp.ID, c.id)
+		if err != nil || st.Status != record.BatchCancelled {
 			t.Fatalf("%s: %+v, %v", c.kind, st, err)
 		}
 		got := f.states(c.id)

@@ -1,4 +1,4 @@
-package delivery
+package record
 
 import (
 	"go/ast"
@@ -12,16 +12,19 @@ import (
 	"testing"
 )
 
-// maxFuncLines is the longest a function of the delivery code may be.
+// maxFuncLines is the longest a function of the record, and of the
+// dispatch engine that writes through it (pkg/delivery), may be.
 const maxFuncLines = 80
 
-// TestNoFunctionOverEightyLines parses the package's non-test files (and
-// dispatchsvc's) and fails naming every function longer than maxFuncLines
-// lines, from its signature to its closing brace. Test-support packages
-// (directories ending in "test") are not the engine and are left out.
+// TestNoFunctionOverEightyLines parses the non-test files of this package
+// and of pkg/delivery and fails naming every function longer than
+// maxFuncLines lines, from its signature to its closing brace.
+// Test-support packages (directories ending in "test") are left out.
 func TestNoFunctionOverEightyLines(t *testing.T) {
 	long, files := longFunctions(t, ".")
-	if files < 10 {
+	more, n := longFunctions(t, "../delivery")
+	long, files = append(long, more...), files+n
+	if files < 15 {
 		t.Fatalf("parsed %d files: the walk did not find the package", files)
 	}
 	for _, f := range long {

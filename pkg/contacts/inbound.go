@@ -1,4 +1,4 @@
-package delivery
+package contacts
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
-	"github.com/parleyhq/parley/pkg/contacts"
 )
 
 // InboundResult says what ReceiveMessages did.
@@ -27,7 +26,7 @@ type InboundResult struct {
 // account has the number (a message to an unknown number is ignored), the
 // sender becomes its contact if it was not one, and a text equal to one of
 // the company's opt-out or opt-in keywords, or an opt-out button payload,
-// changes the contact's consent (contacts.RecordConsent). A webhook
+// changes the contact's consent (RecordConsent). A webhook
 // delivered twice changes nothing the second time.
 func ReceiveMessages(ctx context.Context, db interface {
 	DB
@@ -35,7 +34,7 @@ func ReceiveMessages(ctx context.Context, db interface {
 }, msgs []whatsapp.InboundMessage, now time.Time) (InboundResult, error) {
 	var res InboundResult
 	companies := map[string]int64{}
-	settings := map[int64]contacts.OptOutSettings{}
+	settings := map[int64]OptOutSettings{}
 	for _, m := range msgs {
 		company, ok := companies[m.PhoneNumberID]
 		if !ok {
@@ -55,7 +54,7 @@ func ReceiveMessages(ctx context.Context, db interface {
 		set, ok := settings[company]
 		if !ok {
 			var err error
-			if set, err = contacts.LoadOptOutSettings(ctx, db, company); err != nil {
+			if set, err = LoadOptOutSettings(ctx, db, company); err != nil {
 				return res, err
 			}
 			settings[company] = set
@@ -67,13 +66,13 @@ func ReceiveMessages(ctx context.Context, db interface {
 		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 			optedOut, reason, word, asks := set.Match(m.Text, m.ButtonPayload)
 			if !asks {
-				_, created, err := contacts.TouchContact(ctx, tx, company, m.From, now)
+				_, created, err := TouchContact(ctx, tx, company, m.From, now)
 				if created {
 					res.Created++
 				}
 				return err
 			}
-			r, err := contacts.RecordConsent(ctx, tx, contacts.ConsentChange{
+			r, err := RecordConsent(ctx, tx, ConsentChange{
 				CompanyID: company, Phone: m.From, OptedOut: optedOut, Reason: reason, Keyword: word,
 				ProviderMessageID: m.ID, At: at,
 			}, now)

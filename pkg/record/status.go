@@ -1,4 +1,4 @@
-package batchview
+package record
 
 import (
 	"context"
@@ -117,7 +117,7 @@ func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, 
 	if err != nil {
 		return ApplyResult{}, fmt.Errorf("apply %d statuses: %w", n, err)
 	}
-	var changed []ChangedMessage
+	var changed []changedMessage
 	for dbRows.Next() {
 		var id, company *int64
 		var batch, phone, state, wamid, title *string
@@ -128,7 +128,7 @@ func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, 
 			return ApplyResult{}, fmt.Errorf("apply %d statuses: %w", n, err)
 		}
 		if id != nil {
-			changed = append(changed, ChangedMessage{ID: *id, CompanyID: *company, BatchID: *batch, Phone: *phone,
+			changed = append(changed, changedMessage{ID: *id, CompanyID: *company, BatchID: *batch, Phone: *phone,
 				State: State(*state), Wamid: *wamid, Code: *code, Title: *title, At: *at})
 		}
 	}
@@ -137,11 +137,11 @@ func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, 
 		return ApplyResult{}, fmt.Errorf("apply %d statuses: %w", n, err)
 	}
 	res.Applied = len(changed)
-	if err := EmitMessages(ctx, db, changed); err != nil {
+	if err := emitMessages(ctx, db, changed); err != nil {
 		return ApplyResult{}, err
 	}
 	if refused := refusedWamids(rows); len(refused) > 0 {
-		if err := OptOutRefused(ctx, db, nil, refused, now); err != nil {
+		if err := optOutRefused(ctx, db, nil, refused, now); err != nil {
 			return ApplyResult{}, err
 		}
 	}
@@ -161,9 +161,7 @@ func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, 
 // is begun on it), or a transaction.
 func ApplyStatuses(ctx context.Context, db DB, updates []whatsapp.StatusUpdate, now time.Time) (ApplyResult, error) {
 	rows := rowsOf(updates, now)
-	b, ok := db.(interface {
-		Begin(ctx context.Context) (pgx.Tx, error)
-	})
+	b, ok := db.(TxDB)
 	if !ok {
 		return applyStatuses(ctx, db, rows, now, true)
 	}
@@ -211,10 +209,7 @@ const BacklogRetention = 7 * 24 * time.Hour
 
 // SweepBacklog applies backlogged status callbacks whose wamid is now
 // recorded (those that raced the recorder) and drops week-old ones.
-func SweepBacklog(ctx context.Context, db interface {
-	DB
-	Begin(ctx context.Context) (pgx.Tx, error)
-}, now time.Time) (applied, dropped int, err error) {
+func SweepBacklog(ctx context.Context, db TxDB, now time.Time) (applied, dropped int, err error) {
 	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		ups, err := takeBacklog(ctx, tx, nil)
 		if err != nil {
@@ -235,11 +230,6 @@ func SweepBacklog(ctx context.Context, db interface {
 	return applied, dropped, err
 }
 
-// CodeUserStoppedMarketing is the provider's refusal of a marketing message
-// to a user who stopped the business's marketing messages: the message
-// fails and its contact is opted out of campaigns (reason provider).
-const CodeUserStoppedMarketing = 131050
-
 // refusedSQL finds the messages the provider refused with 131050, by id
 // ($1) or by wamid ($2).
 const refusedSQL = `
@@ -251,7 +241,7 @@ ORDER BY id`
 // optOutRefused opts out the contacts of the messages the provider refused
 // with 131050 (named by id or wamid), with tx, the transaction that records
 // the refusal. A message already counted changes nothing.
-func OptOutRefused(ctx context.Context, tx DB, ids []int64, wamids []string, now time.Time) error {
+func optOutRefused(ctx context.Context, tx DB, ids []int64, wamids []string, now time.Time) error {
 	if len(ids) == 0 && len(wamids) == 0 {
 		return nil
 	}
@@ -295,10 +285,10 @@ func refusedWamids(rows []statusRow) []string {
 	return out
 }
 
-// ApplyBacklog applies the backlogged status callbacks of wamids, the
+// applyBacklog applies the backlogged status callbacks of wamids, the
 // messages a recorder has just recorded as sent (their callbacks raced the
 // send's record), with tx, the transaction that records them.
-func ApplyBacklog(ctx context.Context, tx DB, wamids []string, now time.Time) error {
+func applyBacklog(ctx context.Context, tx DB, wamids []string, now time.Time) error {
 	if len(wamids) == 0 {
 		return nil
 	}
