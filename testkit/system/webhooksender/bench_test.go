@@ -1,6 +1,6 @@
 //go:build bench
 
-package main
+package webhooksender
 
 // make bench-events: a 20,000-message campaign at full speed with one
 // endpoint, through one webhook sender, counted at the test receiver.
