@@ -38,7 +38,7 @@ var (
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		var out bytes.Buffer
-		if err := serviceproc.Build(ctx, "../gateway", bin, &out); err != nil {
+		if err := serviceproc.BuildService(ctx, "gateway", bin, &out); err != nil {
 			return "", fmt.Errorf("%w\n%s", err, out.String())
 		}
 		return bin, nil
