@@ -23,8 +23,8 @@ import (
 )
 
 // The browser test checks each key change where customers meet it: a real
-// gateway process, built from ../gateway once per test binary, on the test's
-// database, NATS server and a Redis prefix of its own.
+// gateway process, built from services/gateway once per test binary, on the
+// test's database, NATS server and a Redis prefix of its own.
 
 var (
 	gatewayBuildDir string
