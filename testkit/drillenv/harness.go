@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parleyhq/parley/testkit/proccpu"
 	"github.com/parleyhq/parley/testkit/serviceproc"
 )
 
@@ -101,6 +102,20 @@ func Bin(t testing.TB, name string) string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// CPUSeconds is the CPU a process has used (proccpu.Own); 0 once it is
+// gone.
+func CPUSeconds(pid int) float64 {
+	d, _ := proccpu.Own(pid)
+	return d.Seconds()
+}
+
+// PostgresCPUSeconds is the CPU every postgres process on this machine has
+// used (the shared server's backends: other users' work included).
+func PostgresCPUSeconds() float64 {
+	d, _ := proccpu.Command("postgres")
+	return d.Seconds()
 }
 
 // FreeAddr is a loopback address with a port nobody listens on now.
