@@ -1,9 +1,10 @@
 # Parley's commands. `make help` lists them.
 #
 # Every Go command runs per module: the modules are the ones go.work uses
-# (pkg, services/* and testkit). deploy/docker/healthcheck is a module of its own
-# outside the workspace (it is part of the images, not of Parley), so it
-# runs with GOWORK=off.
+# (pkg, services/*, testkit and testkit/system, which holds the load tests
+# and drills). deploy/docker/healthcheck is a module of its own outside the
+# workspace (it is part of the images, not of Parley), so it runs with
+# GOWORK=off.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -64,9 +65,10 @@ compose-check: $(KUSTOMIZE) ## check docker-compose.yml, the Dockerfile and depl
 LINT_TAGS := drill,bench
 
 .PHONY: lint
-lint: $(STATICCHECK) ## gofmt, go vet and staticcheck on every module (and again with the drill and bench build tags where files use them)
+lint: $(STATICCHECK) ## gofmt, the layers' imports, go vet and staticcheck on every module (and again with the drill and bench build tags where files use them)
 	@echo "== gofmt"; bad=$$(find . -name '*.go' -not -path './.git/*' -not -path './bin/*' -print0 | xargs -0 gofmt -l); \
 	  if [ -n "$$bad" ]; then echo "gofmt would change these files (run gofmt -w):"; echo "$$bad"; exit 1; fi
+	@echo "== layering (testkit/layering: pkg < services, pkg < testkit < testkit/system)"; cd testkit && go run ./cmd/layering
 	@rc=0; \
 	  for m in $(MODULES); do echo "== vet, staticcheck $$m"; (cd $$m && go vet ./... && $(STATICCHECK) ./...) || rc=1; \
 	    if grep -rlqE '^//go:build .*\b(drill|bench)\b' --include='*.go' $$m; then \
@@ -145,61 +147,60 @@ run-check: $(NATS_SERVER) ## make run on private ports and servers: demo key and
 # Private servers on ports 8521-8524 (BENCH_GATEWAY_FLAGS=-port-base N moves
 # them; -shared runs on the shared local servers instead).
 bench-gateway: $(NATS_SERVER) ## load test: the floor, the gateway without and with group commit, at 64 and 1 connections, 10 and 1000 contacts (req/s, p50, p99, CPU per request by process, batches per stream message; fails on any answer but 202, a rate-limit fallback or a missed target)
-	@cd services/gateway && go run ./cmd/gateway-bench -nats-server $(NATS_SERVER) $(BENCH_GATEWAY_FLAGS)
+	@cd testkit/system && go run ./cmd/gateway-bench -nats-server $(NATS_SERVER) $(BENCH_GATEWAY_FLAGS)
 
 # README "Benchmarks" quotes its figures. Private servers on ports 8511-8514
 # (NATS_KILL_FLAGS=-port-base N moves them).
 .PHONY: bench-gateway-nats-kill
 bench-gateway-nats-kill: $(NATS_SERVER) ## load on the gateway, SIGKILL its private nats-server mid-run, restart it on its store: every batch id answered 202 must be in the stream (prints 202s, others by status, found/missing)
-	@cd services/gateway && go run ./cmd/gateway-bench nats-kill -nats-server $(NATS_SERVER) $(NATS_KILL_FLAGS)
+	@cd testkit/system && go run ./cmd/gateway-bench nats-kill -nats-server $(NATS_SERVER) $(NATS_KILL_FLAGS)
 
 # docs/capacity.md quotes its figures. Private servers on ports 8501-8504
 # (CAPACITY_FLAGS=-port-base N moves them).
 .PHONY: capacity
 capacity: $(NATS_SERVER) ## CPU per gateway request, campaign message and automation trigger, by process; PostgreSQL writes and WAL per message (private NATS, Redis, PostgreSQL; docs/capacity.md)
-	@cd services/gateway && go run ./cmd/gateway-bench capacity -nats-server $(NATS_SERVER) $(CAPACITY_FLAGS)
+	@cd testkit/system && go run ./cmd/gateway-bench capacity -nats-server $(NATS_SERVER) $(CAPACITY_FLAGS)
 
 .PHONY: bench-revoke
 bench-revoke: ## revoke-to-401: three gateways under load, keys revoked via the admin API (p50, p99, max per gateway; target < 100 ms), then with the broadcast lost (bounded by the cache TTL)
-	@cd services/gateway && go run ./cmd/gateway-bench revoke
+	@cd testkit/system && go run ./cmd/gateway-bench revoke
 
-# Crash drills (services/campaign-dispatcher/drill_test.go, on the shared
+# Crash drills (testkit/system/campaign/drill_test.go, on the shared
 # harness testkit/drillenv): the real campaign dispatcher and provider-sim with 10,000
 # messages in flight; each breaks one part and counts per recipient at
 # provider-sim (testkit/drilltally): it fails on any accepted phone never
 # received, any failed message it did not provoke, or duplicated sends beyond
 # the sends unrecorded at a kill.
-DRILL := cd services/campaign-dispatcher && go test -tags drill -count=1 -v -timeout 5m
+DRILL := cd testkit/system && go test -tags drill -count=1 -v -timeout 5m
 
 .PHONY: drill-dispatcher-kill drill-nats-restart drill-postgres-outage drills
 drill-dispatcher-kill: ## drill: SIGKILL the dispatcher with 10,000 messages in flight, restart it (prints lost and duplicated)
-	@$(DRILL) -run '^TestDrillDispatcherKill$$' .
+	@$(DRILL) -run '^TestDrillDispatcherKill$$' ./campaign/
 drill-nats-restart: ## drill: stop NATS for 3 s mid-run (prints lost and duplicated)
-	@$(DRILL) -run '^TestDrillNATSRestart$$' .
+	@$(DRILL) -run '^TestDrillNATSRestart$$' ./campaign/
 drill-postgres-outage: ## drill: stop a private PostgreSQL cluster for 5 s mid-run (prints lost and duplicated)
-	@$(DRILL) -run '^TestDrillPostgresOutage$$' .
+	@$(DRILL) -run '^TestDrillPostgresOutage$$' ./campaign/
 drills: ## all three drills, about 30 s each
-	@$(DRILL) -run '^TestDrill' .
+	@$(DRILL) -run '^TestDrill' ./campaign/
 
-# README "Cluster drill". Not among make drills (its test is not TestDrill*).
-# It lives in services/gateway (README "Fault drills" says why).
+# README "Cluster drill" (testkit/system/cluster). Not among make drills.
 .PHONY: drill-cluster
 drill-cluster: $(NATS_SERVER) ## drill: 3-node JetStream cluster (stream R3), 2 gateways, 2+2 dispatchers; SIGKILL the stream leader, then a dispatcher of each kind (prints lost, duplicated, the 202s/503s of the leader change), then the same on one of each
-	@export PARLEY_NATS_SERVER=$(NATS_SERVER); cd services/gateway && go test -tags drill -count=1 -v -timeout 5m -run '^TestClusterDrill$$' .
+	@export PARLEY_NATS_SERVER=$(NATS_SERVER); cd testkit/system && go test -tags drill -count=1 -v -timeout 5m -run '^TestClusterDrill$$' ./cluster/
 
 .PHONY: bench-delivery
-# The campaign part (services/campaign-dispatcher/bench_test.go), then the
-# automation part (services/automation-dispatcher/bench_test.go); both run.
+# The campaign part (testkit/system/campaign/bench_test.go), then the
+# automation part (testkit/system/automation/bench_test.go); both run.
 bench-delivery: ## load test: the campaign dispatcher against its naive floor (msg/s ratio, CPU and PostgreSQL writes per message), msg/s through one dispatcher (latency 0 and 100 ms), per-account rates (at provider-sim and by send times; fails on any 130429), automation latency during a backlog
-	@rc=0; (cd services/campaign-dispatcher && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery' .) || rc=1; \
-	  (cd services/automation-dispatcher && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery' .) || rc=1; \
+	@rc=0; (cd testkit/system && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery' ./campaign/) || rc=1; \
+	  (cd testkit/system && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery' ./automation/) || rc=1; \
 	  exit $$rc
 
-# The first part of bench-delivery alone (issue 14): the campaign dispatcher
-# against its naive floor.
+# The first part of bench-delivery alone: the campaign dispatcher against
+# its naive floor.
 .PHONY: bench-delivery-floor
 bench-delivery-floor: ## load test: the campaign dispatcher against a naive dispatcher on the same 20,000 messages (msg/s and ratio, CPU per message by process, PostgreSQL writes and WAL per message; fails on lost or duplicated sends, or a ratio under 1.0x)
-	@cd services/campaign-dispatcher && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery$$/^Floor' .
+	@cd testkit/system && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery$$/^Floor' ./campaign/
 
 # PARLEY_DRILL_CONTACTS (50000), PARLEY_DRILL_THROUGHPUT (the account's, 2000/s)
 # and PARLEY_DRILL_LATENCY_MS (the simulator's, 50) change the figures.
@@ -210,7 +211,7 @@ drill-segment-50k: ## a campaign to a 50,000-contact segment through the gateway
 # README "NATS versions and sync_interval" quotes its figures.
 .PHONY: bench-nats-sync
 bench-nats-sync: $(NATS_SERVER) ## JetStream publish msgs/s and p50/p99 with sync_interval default vs always (the pinned nats-server, file storage)
-	@cd pkg && go run ./bus/cmd/jetstream-sync-bench -nats-server $(NATS_SERVER)
+	@cd testkit/system && go run ./cmd/jetstream-sync-bench -nats-server $(NATS_SERVER)
 
 # Docker Compose, started (README "Docker Compose"). offline-images is only
 # for machines that reach no image registry (this project's): it builds
@@ -223,20 +224,21 @@ compose-smoke: ## docker compose up --wait, seed, a campaign through the gateway
 	@if docker compose version >/dev/null 2>&1; then compose="docker compose"; \
 	  else $(MAKE) -s $(DOCKER_COMPOSE) && compose=$(DOCKER_COMPOSE); fi; \
 	  COMPOSE="$$compose" bash deploy/compose-smoke.sh
-# The webhook sender (issue 12): the real sender, campaign dispatcher and
-# provider-sim binaries, the test receiver (pkg/webhooks/webhooksim) in the
-# test process; every event the outbox got must be received.
-WEBHOOK_DRILL := cd services/webhook-sender && go test -tags drill -count=1 -v -timeout 15m
+# The webhook sender (testkit/system/webhooksender): the real sender,
+# campaign dispatcher and provider-sim binaries, the test receiver
+# (pkg/webhooks/webhooksim) in the test process; every event the outbox got
+# must be received.
+WEBHOOK_DRILL := cd testkit/system && go test -tags drill -count=1 -v -timeout 15m
 
 .PHONY: bench-events drill-webhook-receiver-down drill-webhook-sender-kill drill-webhook-hanging drills-webhooks
 bench-events: ## load test: 20,000-message campaign, one endpoint: events/s through one sender (>= 5,000), change -> receipt p50/p99 (< 1 s), 0 lost
-	@cd services/webhook-sender && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchEvents$$' .
+	@cd testkit/system && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchEvents$$' ./webhooksender/
 drill-webhook-receiver-down: ## drill: the webhook receiver down 60 s during a campaign (prints lost and duplicated)
-	@$(WEBHOOK_DRILL) -run '^TestDrillReceiverDown$$' .
+	@$(WEBHOOK_DRILL) -run '^TestDrillReceiverDown$$' ./webhooksender/
 drill-webhook-sender-kill: ## drill: SIGKILL the webhook sender mid-stream, restart it (lost, duplicates vs in flight)
-	@$(WEBHOOK_DRILL) -run '^TestDrillSenderKill$$' .
+	@$(WEBHOOK_DRILL) -run '^TestDrillSenderKill$$' ./webhooksender/
 drill-webhook-hanging: ## drill: one company's endpoint hangs; another's p99 stays under 1 s
-	@$(WEBHOOK_DRILL) -run '^TestDrillHangingEndpoint$$' .
+	@$(WEBHOOK_DRILL) -run '^TestDrillHangingEndpoint$$' ./webhooksender/
 drills-webhooks: ## the three webhook drills, about 4 minutes
-	@$(WEBHOOK_DRILL) -run '^TestDrill' .
+	@$(WEBHOOK_DRILL) -run '^TestDrill' ./webhooksender/
 

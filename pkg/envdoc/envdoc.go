@@ -5,12 +5,12 @@
 package envdoc
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"testing"
 )
 
 // Var is one environment variable that a configuration struct reads, as
@@ -104,24 +104,24 @@ func Undocumented(doc string, vars []Var) []Var {
 	return missing
 }
 
-// CheckREADME fails t for every variable cfg reads that the document at
-// readmePath (a service test passes the repository's README.md) does not
-// document in its configuration table with the same default (Undocumented).
-// A cfg that reads no variable fails too: the check would pass whatever the
-// document says.
-func CheckREADME(t testing.TB, readmePath string, cfg any) {
-	t.Helper()
+// CheckREADME returns an error naming every variable cfg reads that the
+// document at readmePath (a service test passes the repository's README.md)
+// does not document in its configuration table with the same default
+// (Undocumented), one line each. A cfg that reads no variable is an error
+// too: the check would pass whatever the document says. The caller's test
+// reports the error, so that this package stays free of package testing.
+func CheckREADME(readmePath string, cfg any) error {
 	doc, err := os.ReadFile(readmePath)
 	if err != nil {
-		t.Fatalf("read the documentation: %v", err)
-		return
+		return fmt.Errorf("read the documentation: %w", err)
 	}
 	vars := Vars(cfg)
 	if len(vars) == 0 {
-		t.Fatalf("%T reads no environment variable: nothing to hold %s to", cfg, readmePath)
-		return
+		return fmt.Errorf("%T reads no environment variable: nothing to hold %s to", cfg, readmePath)
 	}
+	var errs []error
 	for _, v := range Undocumented(string(doc), vars) {
-		t.Errorf("%s's configuration table lacks the row %s ... (or gives another default)", filepath.Base(readmePath), Row(v))
+		errs = append(errs, fmt.Errorf("%s's configuration table lacks the row %s ... (or gives another default)", filepath.Base(readmePath), Row(v)))
 	}
+	return errors.Join(errs...)
 }

@@ -1,7 +1,6 @@
 package envdoc
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -69,22 +68,6 @@ func TestUndocumented(t *testing.T) {
 	}
 }
 
-// recorder is a testing.TB that keeps what CheckREADME reports.
-type recorder struct {
-	testing.TB
-	errors, fatals []string
-}
-
-func (r *recorder) Helper() {}
-
-func (r *recorder) Errorf(format string, a ...any) {
-	r.errors = append(r.errors, fmt.Sprintf(format, a...))
-}
-
-func (r *recorder) Fatalf(format string, a ...any) {
-	r.fatals = append(r.fatals, fmt.Sprintf(format, a...))
-}
-
 func TestCheckREADME(t *testing.T) {
 	type cfg struct {
 		A string `env:"PARLEY_A" envDefault:":8080"`
@@ -98,33 +81,21 @@ func TestCheckREADME(t *testing.T) {
 	}
 
 	write("| Variable | Default |\n|---|---|\n| `PARLEY_A` | `:8080` | the address |\n| `PARLEY_B` | (none) | a secret |\n")
-	r := &recorder{TB: t}
-	CheckREADME(r, readme, cfg{})
-	if len(r.errors)+len(r.fatals) != 0 {
-		t.Fatalf("a complete table: %v %v", r.errors, r.fatals)
+	if err := CheckREADME(readme, cfg{}); err != nil {
+		t.Fatalf("a complete table: %v", err)
 	}
 
 	write("| Variable | Default |\n|---|---|\n| `PARLEY_A` | `:9090` | the address |\n")
-	r = &recorder{TB: t}
-	CheckREADME(r, readme, cfg{})
-	want := []string{
-		"README.md's configuration table lacks the row | `PARLEY_A` | `:8080` | ... (or gives another default)",
-		"README.md's configuration table lacks the row | `PARLEY_B` | (none) | ... (or gives another default)",
-	}
-	if !slices.Equal(r.errors, want) || len(r.fatals) != 0 {
-		t.Fatalf("a stale table: errors %q, fatals %q; want %q", r.errors, r.fatals, want)
+	want := "README.md's configuration table lacks the row | `PARLEY_A` | `:8080` | ... (or gives another default)\n" +
+		"README.md's configuration table lacks the row | `PARLEY_B` | (none) | ... (or gives another default)"
+	if err := CheckREADME(readme, cfg{}); err == nil || err.Error() != want {
+		t.Fatalf("a stale table: %v; want %q", err, want)
 	}
 
-	for name, call := range map[string]func(*recorder){
-		"no file":      func(r *recorder) { CheckREADME(r, filepath.Join(t.TempDir(), "nothing.md"), cfg{}) },
-		"no variables": func(r *recorder) { CheckREADME(r, readme, struct{ X int }{}) },
-	} {
-		r := &recorder{TB: t}
-		call(r)
-		if len(r.fatals) != 1 || len(r.errors) != 0 {
-			t.Errorf("%s: fatals %q, errors %q; want one fatal", name, r.fatals, r.errors)
-		} else if name == "no variables" && !strings.Contains(r.fatals[0], "reads no environment variable") {
-			t.Errorf("%s: %q", name, r.fatals[0])
-		}
+	if err := CheckREADME(filepath.Join(t.TempDir(), "nothing.md"), cfg{}); err == nil || !strings.Contains(err.Error(), "read the documentation") {
+		t.Errorf("no file: %v", err)
+	}
+	if err := CheckREADME(readme, struct{ X int }{}); err == nil || !strings.Contains(err.Error(), "reads no environment variable") {
+		t.Errorf("no variables: %v", err)
 	}
 }

@@ -56,7 +56,7 @@ func serviceBinary(t *testing.T, name string) string {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			var out bytes.Buffer
-			if err := serviceproc.Build(ctx, "../"+name, bin, &out); err != nil {
+			if err := serviceproc.BuildService(ctx, name, bin, &out); err != nil {
 				return "", fmt.Errorf("%w\n%s", err, out.String())
 			}
 			return bin, nil

@@ -23,8 +23,8 @@ import (
 )
 
 // The browser test checks each key change where customers meet it: a real
-// gateway process, built from ../gateway once per test binary, on the test's
-// database, NATS server and a Redis prefix of its own.
+// gateway process, built from services/gateway once per test binary, on the
+// test's database, NATS server and a Redis prefix of its own.
 
 var (
 	gatewayBuildDir string
@@ -38,7 +38,7 @@ var (
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		var out bytes.Buffer
-		if err := serviceproc.Build(ctx, "../gateway", bin, &out); err != nil {
+		if err := serviceproc.BuildService(ctx, "gateway", bin, &out); err != nil {
 			return "", fmt.Errorf("%w\n%s", err, out.String())
 		}
 		return bin, nil

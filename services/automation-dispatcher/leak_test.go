@@ -1,5 +1,3 @@
-//go:build !bench
-
 package main
 
 import (
@@ -8,6 +6,5 @@ import (
 	"go.uber.org/goleak"
 )
 
-// TestMain fails the package's tests when a goroutine outlives them (not
-// with the bench tag: bench_test.go has its own TestMain).
+// TestMain fails the package's tests when a goroutine outlives them.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,5 +1,3 @@
-//go:build !drill
-
 package main
 
 import (
@@ -8,6 +6,6 @@ import (
 	"go.uber.org/goleak"
 )
 
-// TestMain fails the package's tests when a goroutine outlives them (with
-// the drill tag drillmain_test.go is the TestMain).
+// TestMain fails the package's tests (the drill's too) when a goroutine
+// outlives them.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -97,7 +97,7 @@ func TestReadmeCurlsDeliver(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var log bytes.Buffer
-	if err := serviceproc.Build(ctx, "../admin/cmd/parleyctl", bin, &log); err != nil {
+	if err := serviceproc.BuildService(ctx, "parleyctl", bin, &log); err != nil {
 		t.Fatalf("build parleyctl: %v\n%s", err, log.String())
 	}
 	seed := exec.CommandContext(ctx, bin, "seed", "--json")

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -48,9 +47,6 @@ func envInt(t *testing.T, name string, def int) int {
 //	make drill-segment-50k
 //	PARLEY_DRILL_CONTACTS=20000 PARLEY_DRILL_THROUGHPUT=1000 PARLEY_DRILL_LATENCY_MS=100 make drill-segment-50k
 func TestDrillSegment50k(t *testing.T) {
-	// leak_test.go's check, which the drill build leaves out: run last,
-	// after every other cleanup.
-	t.Cleanup(func() { goleak.VerifyNone(t) })
 	n := envInt(t, "PARLEY_DRILL_CONTACTS", 50_000)
 	perSecond := envInt(t, "PARLEY_DRILL_THROUGHPUT", 2000)
 	latency := time.Duration(envInt(t, "PARLEY_DRILL_LATENCY_MS", 50)) * time.Millisecond

@@ -14,7 +14,6 @@
 package deploycheck
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/parleyhq/parley/pkg/envdoc"
 	"github.com/parleyhq/parley/pkg/ops"
+	"github.com/parleyhq/parley/testkit/serviceproc"
 )
 
 // configVars lists the environment variables cfg reads (envdoc.Vars), and
@@ -42,22 +42,7 @@ func configVars(cfg any) ([]envdoc.Var, error) {
 
 // RepoRoot is the directory holding go.work, found from the working
 // directory upwards (tests run in their package's folder).
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("working directory: %w", err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.work above the working directory")
-		}
-		dir = parent
-	}
-}
+func RepoRoot() (string, error) { return serviceproc.RepoRoot() }
 
 // ServiceFolders lists the folders of services/ that hold a Go module.
 func ServiceFolders(root string) ([]string, error) {

@@ -14,34 +14,34 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parleyhq/parley/testkit/proccpu"
 	"github.com/parleyhq/parley/testkit/serviceproc"
 )
 
 // Bins are the binaries Main builds, once per test binary, from the
-// services folder it was given: the two dispatchers and provider-sim, in
-// Dir (which a drill may build more binaries into; Main removes it).
+// repository's services (serviceproc.BuildService): the two dispatchers and
+// provider-sim, in Dir (which a drill may build more binaries into; Main
+// removes it).
 var Bins struct {
 	Dir                               string
 	Campaign, Automation, ProviderSim string
 }
 
 var build struct {
-	services string
-	once     sync.Once
-	err      error
+	once sync.Once
+	err  error
 }
 
 // Main builds the binaries, runs the tests of a drill or bench package (its
-// TestMain calls it) and removes the binaries afterwards. services is the
-// path of the services folder from the package's ("..", from any service).
-// The build comes before the tests, so that their times leave it out.
-func Main(m *testing.M, services string) {
+// TestMain calls it) and removes the binaries afterwards. The build comes
+// before the tests, so that their times leave it out.
+func Main(m *testing.M) {
 	dir, err := os.MkdirTemp("", "parley-drill-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	Bins.Dir, build.services = dir, services
+	Bins.Dir = dir
 	code := 1
 	if err := buildBins(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -68,13 +68,54 @@ func buildBins() error {
 			{&Bins.ProviderSim, "provider-sim"},
 		} {
 			*b.out = filepath.Join(Bins.Dir, b.bin)
-			if err := serviceproc.Build(context.Background(), filepath.Join(build.services, b.bin), *b.out, os.Stderr); err != nil {
+			if err := serviceproc.BuildService(context.Background(), b.bin, *b.out, os.Stderr); err != nil {
 				build.err = err
 				return
 			}
 		}
 	})
 	return build.err
+}
+
+var more struct {
+	mu    sync.Mutex
+	built map[string]error
+}
+
+// Bin builds the named service program (serviceproc.BuildService) into
+// Bins.Dir once per test binary, for a drill that runs more services than
+// Main builds, and returns its path.
+func Bin(t testing.TB, name string) string {
+	t.Helper()
+	more.mu.Lock()
+	defer more.mu.Unlock()
+	out := filepath.Join(Bins.Dir, name)
+	err, done := more.built[name]
+	if !done {
+		err = serviceproc.BuildService(context.Background(), name, out, os.Stderr)
+		if more.built == nil {
+			more.built = map[string]error{}
+		}
+		more.built[name] = err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// CPUSeconds is the CPU a process has used (proccpu.Own); 0 once it is
+// gone.
+func CPUSeconds(pid int) float64 {
+	d, _ := proccpu.Own(pid)
+	return d.Seconds()
+}
+
+// PostgresCPUSeconds is the CPU every postgres process on this machine has
+// used (the shared server's backends: other users' work included).
+func PostgresCPUSeconds() float64 {
+	d, _ := proccpu.Command("postgres")
+	return d.Seconds()
 }
 
 // FreeAddr is a loopback address with a port nobody listens on now.

@@ -3,85 +3,63 @@ package drillenv
 // What only the PostgreSQL outage drill needs: a cluster of its own.
 
 import (
-	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"os/user"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/parleyhq/parley/testkit/pgcluster"
 )
 
-// PrivatePG is a PostgreSQL cluster of the test's own (initdb and pg_ctl
-// run as the postgres user), on a free port: the drills stop and start it,
-// never the shared server.
+// PrivatePG is a PostgreSQL cluster of the test's own (testkit/pgcluster),
+// on a free port: the drills stop and start it, never the shared server.
 type PrivatePG struct {
-	t    testing.TB
-	dir  string
-	data string
-	port int
-	URL  string
-}
-
-const pgBin = "/usr/lib/postgresql/15/bin"
-
-func asPostgres(args ...string) *exec.Cmd {
-	return exec.Command("runuser", append([]string{"-u", "postgres", "--"}, args...)...)
+	t testing.TB
+	c *pgcluster.Cluster
+	// URL is the address of its database parley.
+	URL string
 }
 
 // StartPrivatePG starts a PrivatePG, removed when the test ends.
 func StartPrivatePG(t testing.TB) *PrivatePG {
 	t.Helper()
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		t.Fatalf("private postgres: %v", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
 	dir, err := os.MkdirTemp("", "parley-drill-pg-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chown(dir, uid, gid); err != nil {
-		os.RemoveAll(dir)
-		t.Fatal(err)
-	}
 	_, portStr, _ := net.SplitHostPort(FreeAddr(t))
 	port, _ := strconv.Atoi(portStr)
-	pg := &PrivatePG{t: t, dir: dir, data: filepath.Join(dir, "data"), port: port,
-		URL: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/parley?sslmode=disable", port)}
-	t.Cleanup(func() {
-		_ = asPostgres(pgBin+"/pg_ctl", "-D", pg.data, "-m", "immediate", "-w", "stop").Run()
-		os.RemoveAll(dir)
-	})
-	if out, err := asPostgres(pgBin+"/initdb", "-D", pg.data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
-	}
-	pg.Start()
-	if out, err := asPostgres(pgBin+"/createdb", "-h", "127.0.0.1", "-p", portStr, "parley").CombinedOutput(); err != nil {
-		t.Fatalf("createdb: %v\n%s", err, out)
-	}
-	return pg
-}
-
-// Start starts (or restarts) the cluster and waits until it accepts connections.
-func (pg *PrivatePG) Start() {
-	pg.t.Helper()
 	// fsync off: a stop is a process kill, never a power cut, so the page
 	// cache keeps what was committed; synchronous_commit stays on.
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200", pg.port, pg.dir)
-	if out, err := asPostgres(pgBin+"/pg_ctl", "-D", pg.data, "-o", opts, "-l", filepath.Join(pg.dir, "server.log"), "-w", "-t", "60", "start").CombinedOutput(); err != nil {
-		pg.t.Fatalf("pg_ctl start: %v\n%s", err, out)
+	c, err := pgcluster.Init(pgcluster.Options{Dir: dir, Port: port, Settings: []string{"fsync=off", "max_connections=200"}})
+	t.Cleanup(func() {
+		if c != nil {
+			_ = c.Stop()
+		}
+		os.RemoveAll(dir)
+	})
+	if err != nil {
+		t.Fatalf("private postgres: %v", err)
+	}
+	if err := c.CreateDB("parley"); err != nil {
+		t.Fatal(err)
+	}
+	return &PrivatePG{t: t, c: c, URL: c.URL("parley")}
+}
+
+// Start starts the cluster again and waits until it accepts connections.
+func (pg *PrivatePG) Start() {
+	pg.t.Helper()
+	if err := pg.c.Start(); err != nil {
+		pg.t.Fatal(err)
 	}
 }
 
 // Stop kills the server (immediate: no checkpoint, clients cut off).
 func (pg *PrivatePG) Stop() {
 	pg.t.Helper()
-	if out, err := asPostgres(pgBin+"/pg_ctl", "-D", pg.data, "-m", "immediate", "-w", "stop").CombinedOutput(); err != nil {
-		pg.t.Fatalf("pg_ctl stop: %v\n%s", err, out)
+	if err := pg.c.Stop(); err != nil {
+		pg.t.Fatal(err)
 	}
 }
 
@@ -89,14 +67,9 @@ func (pg *PrivatePG) Stop() {
 // for CPU figures by process tree (testkit/proccpu).
 func (pg *PrivatePG) Pid() int {
 	pg.t.Helper()
-	b, err := os.ReadFile(filepath.Join(pg.data, "postmaster.pid"))
+	pid, err := pg.c.Pid()
 	if err != nil {
 		pg.t.Fatal(err)
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	pid, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil {
-		pg.t.Fatalf("postmaster.pid: %v", err)
 	}
 	return pid
 }

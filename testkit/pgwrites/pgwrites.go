@@ -1,8 +1,8 @@
 // Package pgwrites reads PostgreSQL's cumulative write counters of one
 // database (commits, rows) and of its cluster (WAL), so that a load test
 // can say what one unit of work wrote: gateway-bench capacity
-// (services/gateway/internal/loadtest) and the delivery bench
-// (services/campaign-dispatcher/bench_test.go) use it. The WAL figures are
+// (testkit/system/loadtest) and the delivery bench
+// (testkit/system/campaign/bench_test.go) use it. The WAL figures are
 // the whole cluster's: exact on a private cluster only.
 //
 // A backend reports its counters at most once a second, and an idle one up

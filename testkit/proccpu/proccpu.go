@@ -1,8 +1,8 @@
 // Package proccpu reads the CPU time processes have used from /proc
 // (Linux), per process tree, so that a load test on a busy, shared machine
 // can say what each of its processes cost per unit of work: gateway-bench
-// capacity (services/gateway/internal/loadtest) and the delivery bench
-// (services/campaign-dispatcher/bench_test.go) use it.
+// capacity (testkit/system/loadtest) and the delivery bench
+// (testkit/system/campaign/bench_test.go) use it.
 package proccpu
 
 import (

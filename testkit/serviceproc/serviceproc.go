@@ -10,6 +10,7 @@ package serviceproc
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -38,6 +39,54 @@ func Build(ctx context.Context, dir, out string, log io.Writer) error {
 		return fmt.Errorf("go build in %s: %w", abs, err)
 	}
 	return nil
+}
+
+// programs are the service programs BuildService builds, by name: the
+// folder of each one's main package, from the repository's root.
+var programs = map[string]string{
+	"admin":                 "services/admin",
+	"automation-dispatcher": "services/automation-dispatcher",
+	"campaign-dispatcher":   "services/campaign-dispatcher",
+	"gateway":               "services/gateway",
+	"parleyctl":             "services/admin/cmd/parleyctl",
+	"provider-sim":          "services/provider-sim",
+	"webhook-sender":        "services/webhook-sender",
+}
+
+// BuildService compiles the named service program (gateway,
+// campaign-dispatcher, parleyctl...) of the repository that holds the
+// working directory into the file out, wherever the caller runs from: the
+// load tests and drills live outside the services they build.
+func BuildService(ctx context.Context, name, out string, log io.Writer) error {
+	dir, ok := programs[name]
+	if !ok {
+		return fmt.Errorf("build %s: no such service program", name)
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return fmt.Errorf("build %s: %w", name, err)
+	}
+	return Build(ctx, filepath.Join(root, dir), out, log)
+}
+
+// RepoRoot is the directory holding go.work, found from the working
+// directory upwards (tests run in their package's folder, make runs the
+// load tests from their module's).
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("working directory: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.work above the working directory")
+		}
+		dir = parent
+	}
 }
 
 // FreeAddr returns a loopback address (127.0.0.1:port) that nothing listens

@@ -5,7 +5,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -124,5 +126,31 @@ func TestStartFailures(t *testing.T) {
 
 	if err := Build(context.Background(), "testdata/nowhere", filepath.Join(t.TempDir(), "x"), io.Discard); err == nil {
 		t.Fatal("Build of a missing directory: want an error")
+	}
+}
+
+// Every program BuildService knows is a main package where the table says
+// (a service that moves must move its row), and an unknown name is an
+// error rather than a build of something else.
+func TestBuildServiceKnowsWhereEachProgramIs(t *testing.T) {
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, dir := range programs {
+		files, _ := filepath.Glob(filepath.Join(root, dir, "*.go"))
+		found := false
+		for _, f := range files {
+			if src, err := os.ReadFile(f); err == nil && !strings.HasSuffix(f, "_test.go") && regexp.MustCompile(`(?m)^package main$`).Match(src) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("%s: no main package in %s", name, dir)
+		}
+	}
+	if err := BuildService(context.Background(), "no-such-service", filepath.Join(t.TempDir(), "x"), io.Discard); err == nil || !strings.Contains(err.Error(), "no such service program") {
+		t.Errorf("an unknown program: %v", err)
 	}
 }

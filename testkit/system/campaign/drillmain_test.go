@@ -1,6 +1,6 @@
 //go:build drill || bench
 
-package main
+package campaign
 
 import (
 	"testing"
@@ -10,4 +10,4 @@ import (
 
 // The drills and the campaign part of the delivery bench run the real
 // binaries (testkit/drillenv builds them once, here).
-func TestMain(m *testing.M) { drillenv.Main(m, "..") }
+func TestMain(m *testing.M) { drillenv.Main(m) }

@@ -1,6 +1,6 @@
 //go:build bench
 
-package main
+package webhooksender
 
 // make bench-events: a 20,000-message campaign at full speed with one
 // endpoint, through one webhook sender, counted at the test receiver.
@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parleyhq/parley/testkit/proccpu"
+	"github.com/parleyhq/parley/testkit/drillenv"
 )
 
 const benchMessages = 20_000
@@ -37,10 +37,10 @@ func TestBenchEvents(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	start := time.Now()
-	pg0 := postgresCPUSeconds()
+	pg0 := drillenv.PostgresCPUSeconds()
 	sp, _ := e.startSender()
 	tl := e.waitAll(backlog, benchMessages, 5*time.Minute)
-	senderCPU, pgCPU := cpuSeconds(sp.Pid()), postgresCPUSeconds()-pg0
+	senderCPU, pgCPU := drillenv.CPUSeconds(sp.Pid()), drillenv.PostgresCPUSeconds()-pg0
 	st := e.recv.Stats(backlog.name)
 	span := st.Last.Sub(st.First)
 	rate := float64(tl.received) / span.Seconds()
@@ -102,16 +102,3 @@ func (e *env) sample(c company) (stop func()) {
 }
 
 func (e *env) newCompany(slug string) company { return e.newCompanyAt(slug, 1_000_000) }
-
-// cpuSeconds is the CPU a process has used (proccpu.Own); 0 once it is gone.
-func cpuSeconds(pid int) float64 {
-	d, _ := proccpu.Own(pid)
-	return d.Seconds()
-}
-
-// postgresCPUSeconds is the CPU every postgres process on this machine has
-// used (the shared server's backends: other users' work included).
-func postgresCPUSeconds() float64 {
-	d, _ := proccpu.Command("postgres")
-	return d.Seconds()
-}

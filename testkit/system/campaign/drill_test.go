@@ -1,6 +1,6 @@
 //go:build drill
 
-package main
+package campaign
 
 // Crash drills (make drills): each runs the real dispatcher binary and
 // provider-sim with thousands of messages in flight, breaks one part, and

@@ -160,7 +160,7 @@ func Capacity(ctx context.Context, o CapacityOptions, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "private servers: nats-server %s (sync_interval always), redis-server %s, PostgreSQL 15 on 127.0.0.1:%d (defaults: fsync on)\n",
+	fmt.Fprintf(w, "private servers: nats-server %s (sync_interval always), redis-server %s, PostgreSQL on 127.0.0.1:%d (defaults: fsync on)\n",
 		srv.natsURL, srv.redisAddr, srv.pgPort)
 	sc, err := newScratchAt(ctx, "capacity", o.Companies, w, srv.pgAdminURL, srv.redisAddr, srv.natsURL)
 	if err != nil {
@@ -222,10 +222,9 @@ func Capacity(ctx context.Context, o CapacityOptions, w io.Writer) error {
 	}
 	defer os.RemoveAll(dir)
 	bins := map[string]string{}
-	for name, src := range map[string]string{"gateway": ".", "campaign-dispatcher": "../campaign-dispatcher",
-		"automation-dispatcher": "../automation-dispatcher", "provider-sim": "../provider-sim"} {
+	for _, name := range []string{"gateway", "campaign-dispatcher", "automation-dispatcher", "provider-sim"} {
 		bins[name] = filepath.Join(dir, name)
-		if err := serviceproc.Build(ctx, src, bins[name], os.Stderr); err != nil {
+		if err := serviceproc.BuildService(ctx, name, bins[name], os.Stderr); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,6 @@
 //go:build bench
 
-package main
+package campaign
 
 // make bench-delivery, the campaign part: delivery figures through one
 // campaign dispatcher instance, with the real binaries on this machine's
@@ -36,19 +36,6 @@ func TestBenchDelivery(t *testing.T) {
 	t.Run("AccountRates", benchAccountRates)
 }
 
-// cpuSeconds is the CPU a process has used (proccpu.Own); 0 once it is gone.
-func cpuSeconds(pid int) float64 {
-	d, _ := proccpu.Own(pid)
-	return d.Seconds()
-}
-
-// postgresCPUSeconds is the CPU every postgres process on this machine has
-// used (the shared server's backends: other users' work included).
-func postgresCPUSeconds() float64 {
-	d, _ := proccpu.Command("postgres")
-	return d.Seconds()
-}
-
 // benchThroughput publishes n messages for one account whose throughput is
 // raised out of the way and measures messages per second from the first
 // publish ack to the provider's receipt of the last, and to the last
@@ -61,7 +48,7 @@ func benchThroughput(t *testing.T, latency time.Duration, n int) {
 		workers = "2048" // 5,000/s at 100 ms each is 500 calls in flight
 	}
 	d, addr := e.StartCampaign("PARLEY_DISPATCH_WORKERS="+workers, "PARLEY_WHATSAPP_MAX_CONNS="+workers)
-	cpu0, sim0, pg0 := cpuSeconds(d.Pid()), cpuSeconds(e.SimP.Pid()), postgresCPUSeconds()
+	cpu0, sim0, pg0 := drillenv.CPUSeconds(d.Pid()), drillenv.CPUSeconds(e.SimP.Pid()), drillenv.PostgresCPUSeconds()
 	var first time.Time
 	for i := 0; i < n/1000; i++ {
 		_, at := e.PublishCampaign(s, e.NextPhones(1000))
@@ -82,7 +69,7 @@ func benchThroughput(t *testing.T, latency time.Duration, n int) {
 		latency, n, workers, published.Round(time.Millisecond), toProvider.Round(time.Millisecond), float64(n)/toProvider.Seconds(),
 		recorded.Round(time.Millisecond), float64(n)/recorded.Seconds(), st.Requests, st.Errors)
 	t.Logf("CPU used: dispatcher %.1f s, provider-sim %.1f s, PostgreSQL %.1f s (every backend, other users' included), in %.1f s wall on %d cores",
-		cpuSeconds(d.Pid())-cpu0, cpuSeconds(e.SimP.Pid())-sim0, postgresCPUSeconds()-pg0, recorded.Seconds(), runtime.NumCPU())
+		drillenv.CPUSeconds(d.Pid())-cpu0, drillenv.CPUSeconds(e.SimP.Pid())-sim0, drillenv.PostgresCPUSeconds()-pg0, recorded.Seconds(), runtime.NumCPU())
 	t.Logf("dispatcher: %s", drillenv.MetricLines(t, "http://"+addr+"/metrics", "parley_delivery_send_seconds_sum", "parley_delivery_send_seconds_count",
 		"parley_delivery_record_flush_seconds_sum", "parley_delivery_record_flush_seconds_count", "parley_delivery_claim_size_sum", "parley_delivery_claim_size_count"))
 	for _, p := range e.Take().Problems(drilltally.Expect{}) {
@@ -169,8 +156,8 @@ type floorPhase struct {
 
 func (f floorPhase) rate(n int) float64 { return float64(n) / f.wall.Seconds() }
 
-// benchFloor measures the campaign dispatcher against a floor of its own
-// (issue 14): the naive dispatcher of naive_test.go, then the campaign
+// benchFloor measures the campaign dispatcher against a floor of its own:
+// the naive dispatcher of naive_test.go, then the campaign
 // dispatcher, on the same 20,000 messages (20 batches of 1000 contacts,
 // published as the gateway does once the dispatcher is ready) with a
 // zero-latency provider, on a private PostgreSQL cluster (so that its WAL
@@ -356,7 +343,7 @@ func benchFloor(t *testing.T) {
 }
 
 // floorTarget is the least ratio of the campaign dispatcher's messages per
-// second to its naive floor's (issue 14).
+// second to its naive floor's.
 const floorTarget = 1.0
 
 // rowCosts is PostgreSQL's CPU per row to write one outcome: the floor's

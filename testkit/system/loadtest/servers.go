@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/parleyhq/parley/testkit/pgcluster"
 )
 
 // privateServers are a nats-server, a redis-server and a PostgreSQL cluster
@@ -24,23 +25,13 @@ import (
 type privateServers struct {
 	dir         string
 	nats, redis *exec.Cmd
-	pgData      string
+	pg          *pgcluster.Cluster
 	pgPort      int
 	natsURL     string
 	redisAddr   string
 	pgAdminURL  string
 	natsMonitor string
 	natsServer  string
-}
-
-// pgBinDir holds initdb and pg_ctl (Debian's PostgreSQL 15).
-const pgBinDir = "/usr/lib/postgresql/15/bin"
-
-func asPostgres(args ...string) *exec.Cmd {
-	if u, err := user.Current(); err == nil && u.Username == "postgres" {
-		return exec.Command(args[0], args[1:]...)
-	}
-	return exec.Command("runuser", append([]string{"-u", "postgres", "--"}, args...)...)
 }
 
 // startPrivateServers starts the three servers on ports base+1 (NATS),
@@ -91,25 +82,13 @@ func startPrivateServers(ctx context.Context, natsServer string, base int) (_ *p
 	}
 	s.redisAddr = fmt.Sprintf("127.0.0.1:%d", base+3)
 
-	// PostgreSQL, owned by the postgres user.
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return nil, fmt.Errorf("private PostgreSQL needs the postgres user: %w", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	if err := os.Chown(dir, uid, gid); err != nil {
+	// PostgreSQL (testkit/pgcluster), with its defaults but connections.
+	s.pgPort = base + 4
+	if s.pg, err = pgcluster.Init(pgcluster.Options{Dir: dir, Port: s.pgPort,
+		Settings: []string{"max_connections=300"}, StartTimeout: 120 * time.Second}); err != nil {
 		return nil, err
 	}
-	s.pgData, s.pgPort = filepath.Join(dir, "pgdata"), base+4
-	if out, err := asPostgres(pgBinDir+"/initdb", "-D", s.pgData, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
-	}
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=300", s.pgPort, dir)
-	if out, err := asPostgres(pgBinDir+"/pg_ctl", "-D", s.pgData, "-o", opts, "-l", filepath.Join(dir, "postgres.log"), "-w", "-t", "120", "start").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("pg_ctl start: %w\n%s", err, out)
-	}
-	s.pgAdminURL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.pgPort)
+	s.pgAdminURL = s.pg.URL("postgres")
 
 	// Wait for NATS and Redis.
 	deadline := time.Now().Add(30 * time.Second)
@@ -162,23 +141,18 @@ func (s *privateServers) killNATS() error {
 // pids are the servers' processes by name (PostgreSQL's postmaster, whose
 // descendants are its backends and background workers).
 func (s *privateServers) pids() (map[string]int, error) {
-	b, err := os.ReadFile(filepath.Join(s.pgData, "postmaster.pid"))
+	pg, err := s.pg.Pid()
 	if err != nil {
 		return nil, err
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	pg, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil {
-		return nil, fmt.Errorf("postmaster.pid: %w", err)
 	}
 	return map[string]int{"nats-server": s.nats.Process.Pid, "redis-server": s.redis.Process.Pid, "postgres": pg}, nil
 }
 
 func (s *privateServers) stop() {
 	var errs []error
-	if s.pgData != "" {
-		if out, err := asPostgres(pgBinDir+"/pg_ctl", "-D", s.pgData, "-m", "immediate", "-w", "stop").CombinedOutput(); err != nil && !strings.Contains(string(out), "No such file") {
-			errs = append(errs, fmt.Errorf("pg_ctl stop: %v: %s", err, out))
+	if s.pg != nil {
+		if err := s.pg.Stop(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	for _, c := range []*exec.Cmd{s.nats, s.redis} {

@@ -1,6 +1,6 @@
 //go:build drill
 
-package main
+package webhooksender
 
 // Webhook drills, counted at the test receiver against every event the
 // outbox ever got (drill_events): each breaks one part during a campaign

@@ -68,11 +68,10 @@ func RevokeBench(ctx context.Context, o RevokeOptions, w io.Writer) error {
 	}
 	defer os.RemoveAll(dir)
 	gatewayBin, adminBin := filepath.Join(dir, "gateway"), filepath.Join(dir, "admin")
-	// Run from services/gateway (make bench-revoke does).
-	if err := serviceproc.Build(ctx, ".", gatewayBin, os.Stderr); err != nil {
+	if err := serviceproc.BuildService(ctx, "gateway", gatewayBin, os.Stderr); err != nil {
 		return err
 	}
-	if err := serviceproc.Build(ctx, "../admin", adminBin, os.Stderr); err != nil {
+	if err := serviceproc.BuildService(ctx, "admin", adminBin, os.Stderr); err != nil {
 		return err
 	}
 

@@ -1,6 +1,6 @@
 //go:build bench
 
-package main
+package automation
 
 // make bench-delivery, the automation part: an automation trigger's
 // latency, publish ack to the provider's receipt, while another company's
@@ -21,7 +21,7 @@ import (
 
 // TestMain builds the binaries; with the bench tag it replaces the goroutine
 // leak check of leak_test.go (the bench runs processes, not goroutines).
-func TestMain(m *testing.M) { drillenv.Main(m, "..") }
+func TestMain(m *testing.M) { drillenv.Main(m) }
 
 func TestBenchDelivery(t *testing.T) {
 	t.Run("AutomationDuringBacklog/campaign=80per_s", func(t *testing.T) { benchFairness(t, 80) })

@@ -57,7 +57,7 @@ func envOr(k, def string) string {
 	return def
 }
 
-// Targets of issue 14 that make bench-gateway asserts.
+// The targets make bench-gateway asserts.
 const (
 	// TargetRatio is the gateway's least requests per second over the
 	// floor's (median of the rounds).
@@ -84,7 +84,7 @@ type benchProc struct {
 // the load in turn, round by round: the floor (a bare Gin handler: one
 // redis_rate call, one synchronous JetStream publish), the gateway with its
 // group commit off (PARLEY_GATEWAY_GROUP_MAX_BATCHES=1: one stream message
-// per request, the design before issue 14) and the gateway, at o.Conns
+// per request, the design before the group commit) and the gateway, at o.Conns
 // connections over rounds; then at one connection (latency with nothing to
 // group) in short slices taken in turn; then the gateway at 1000 contacts. It returns an error, and so make bench-gateway fails, when a
 // measured run got any answer but 202 or the gateway's rate limiter fell
@@ -105,7 +105,7 @@ func Bench(ctx context.Context, o BenchOptions, w io.Writer) error {
 		}
 		defer srv.stop()
 		pgAdmin, redisAddr, natsURL = srv.pgAdminURL, srv.redisAddr, srv.natsURL
-		where = fmt.Sprintf("private servers: %s (file storage, sync_interval always, as in production), redis-server %s, PostgreSQL 15 :%d",
+		where = fmt.Sprintf("private servers: %s (file storage, sync_interval always, as in production), redis-server %s, PostgreSQL :%d",
 			filepath.Base(o.NATSServer), srv.redisAddr, srv.pgPort)
 	}
 	sc, err := newScratchAt(ctx, "bench", o.Companies, w, pgAdmin, redisAddr, natsURL)
@@ -300,8 +300,7 @@ func startBenchProcs(ctx context.Context, o BenchOptions, env []string, busCfg b
 	bin := o.GatewayBinary
 	if bin == "" {
 		bin = filepath.Join(dir, "gateway")
-		// Run from services/gateway (make bench-gateway does).
-		if err := serviceproc.Build(ctx, ".", bin, os.Stderr); err != nil {
+		if err := serviceproc.BuildService(ctx, "gateway", bin, os.Stderr); err != nil {
 			return procs, err
 		}
 	}

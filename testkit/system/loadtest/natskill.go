@@ -54,7 +54,7 @@ func NATSKill(ctx context.Context, o NATSKillOptions, w io.Writer) error {
 		return err
 	}
 	defer srv.stop()
-	fmt.Fprintf(w, "private servers: nats-server %s (file storage, sync_interval always), redis-server %s, PostgreSQL 15 on 127.0.0.1:%d\n",
+	fmt.Fprintf(w, "private servers: nats-server %s (file storage, sync_interval always), redis-server %s, PostgreSQL on 127.0.0.1:%d\n",
 		srv.natsURL, srv.redisAddr, srv.pgPort)
 	sc, err := newScratchAt(ctx, "natskill", o.Companies, w, srv.pgAdminURL, srv.redisAddr, srv.natsURL)
 	if err != nil {
@@ -72,7 +72,7 @@ func NATSKill(ctx context.Context, o NATSKillOptions, w io.Writer) error {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "gateway")
-	if err := serviceproc.Build(ctx, ".", bin, os.Stderr); err != nil {
+	if err := serviceproc.BuildService(ctx, "gateway", bin, os.Stderr); err != nil {
 		return err
 	}
 	addr, err := serviceproc.FreeAddr()

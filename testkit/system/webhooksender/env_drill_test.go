@@ -1,6 +1,6 @@
 //go:build drill || bench
 
-package main
+package webhooksender
 
 // The webhook drills and make bench-events run the real binaries (this
 // sender, the campaign dispatcher and provider-sim), built once, in a
@@ -11,12 +11,9 @@ package main
 // gets into drill_events, the truth the receiver's counts are held to.
 
 import (
-	"context"
 	"errors"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -30,26 +27,11 @@ import (
 
 // TestMain builds the dispatchers and provider-sim (drillenv.Main); the
 // sender is built next to them on first use.
-func TestMain(m *testing.M) { drillenv.Main(m, "..") }
+func TestMain(m *testing.M) { drillenv.Main(m) }
 
-var senderBuild struct {
-	once sync.Once
-	bin  string
-	err  error
-}
-
-// senderBin is this service's binary, built once into drillenv.Bins.Dir.
-func senderBin(t testing.TB) string {
-	t.Helper()
-	senderBuild.once.Do(func() {
-		senderBuild.bin = filepath.Join(drillenv.Bins.Dir, "webhook-sender")
-		senderBuild.err = serviceproc.Build(context.Background(), ".", senderBuild.bin, os.Stderr)
-	})
-	if senderBuild.err != nil {
-		t.Fatal(senderBuild.err)
-	}
-	return senderBuild.bin
-}
+// senderBin is the webhook sender's binary, built once into
+// drillenv.Bins.Dir.
+func senderBin(t testing.TB) string { return drillenv.Bin(t, "webhook-sender") }
 
 // env is a drill environment (drillenv: a fresh database, an embedded NATS,
 // Redis under a prefix, provider-sim) with webhook endpoints and the test

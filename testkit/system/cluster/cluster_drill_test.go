@@ -1,6 +1,6 @@
 //go:build drill
 
-package main
+package cluster
 
 // The cluster drill (make drill-cluster): Parley as a platform team runs
 // it. Three nats-server processes (the pinned binary, PARLEY_NATS_SERVER)
@@ -133,24 +133,8 @@ func natsURLs(nodes []*natsNode) string {
 	return strings.Join(urls, ",")
 }
 
-var gatewayBin struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// buildGateway builds this gateway's binary once, beside the others.
-func buildGateway(t *testing.T) string {
-	t.Helper()
-	gatewayBin.once.Do(func() {
-		gatewayBin.path = filepath.Join(drillenv.Bins.Dir, "gateway")
-		gatewayBin.err = serviceproc.Build(context.Background(), ".", gatewayBin.path, os.Stderr)
-	})
-	if gatewayBin.err != nil {
-		t.Fatal(gatewayBin.err)
-	}
-	return gatewayBin.path
-}
+// buildGateway builds the gateway's binary once, beside the others.
+func buildGateway(t *testing.T) string { return drillenv.Bin(t, "gateway") }
 
 // attempt is one HTTP request of the load, as the client saw it.
 type attempt struct {
