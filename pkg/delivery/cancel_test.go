@@ -4,38 +4,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
 	"github.com/parleyhq/parley/pkg/record"
 )
 
-// cancelBatch cancels a batch as pkg/batchctl does (which this package's
-// tests cannot import): under the batch's row lock, only the messages not
-// handed to the provider, then the batch's status.
+// cancelBatch cancels the fixture company's batch now (record.CancelAt) and
+// returns how many messages it cancelled.
 func (f *fixture) cancelBatch(id string) int64 {
 	f.t.Helper()
-	var n int64
-	now := f.clock.Now()
-	err := pgx.BeginFunc(f.ctx, f.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(f.ctx, `SELECT 1 FROM batches WHERE id = $1 FOR UPDATE`, id); err != nil {
-			return err
-		}
-		tag, err := tx.Exec(f.ctx, `UPDATE messages SET state = 'cancelled', cancelled_at = $2, updated_at = $2
-			WHERE batch_id = $1 AND state IN ('queued', 'scheduled', 'deferred')`, id, now)
-		if err != nil {
-			return err
-		}
-		n = tag.RowsAffected()
-		if _, err := tx.Exec(f.ctx, `UPDATE batches SET cancelled_at = $2 WHERE id = $1`, id, now); err != nil {
-			return err
-		}
-		return record.CompleteBatches(f.ctx, tx, []string{id}, now)
-	})
+	res, err := record.CancelAt(f.ctx, f.pool, f.company.ID, id, f.clock.Now())
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return n
+	return int64(res.Cancelled)
 }
 
 // TestCancelledBatchIsNotRetried: messages of a cancelled batch that were

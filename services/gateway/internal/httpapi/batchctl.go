@@ -18,7 +18,7 @@ import (
 	"github.com/parleyhq/parley/services/gateway/internal/validation"
 )
 
-// BatchControl cancels a batch and lists its messages (pkg/batchctl), for
+// BatchControl cancels a batch and lists its messages (pkg/record), for
 // a batch recorded in PostgreSQL or still waiting in the stream. Both
 // answer record.ErrNotFound for a batch the company does not have.
 type BatchControl interface {
