@@ -8,10 +8,10 @@ import (
 	"github.com/parleyhq/parley/pkg/envdoc"
 )
 
-// The README's configuration table must name every variable parleyctl
+// docs/configuration.md's table must name every variable parleyctl
 // reads, with its default.
 func TestREADMEDocumentsEveryVariable(t *testing.T) {
-	envdoc.CheckREADME(t, "../../../../README.md", Config{})
+	envdoc.CheckREADME(t, "../../../../docs/configuration.md", Config{})
 }
 
 // make run hands provider-sim the demo account that seed stores; both sides

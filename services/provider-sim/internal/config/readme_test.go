@@ -6,8 +6,8 @@ import (
 	"github.com/parleyhq/parley/pkg/envdoc"
 )
 
-// The README's configuration table must name every variable this service
+// docs/configuration.md's table must name every variable this service
 // reads, with its default.
 func TestREADMEDocumentsEveryVariable(t *testing.T) {
-	envdoc.CheckREADME(t, "../../../../README.md", Config{})
+	envdoc.CheckREADME(t, "../../../../docs/configuration.md", Config{})
 }
