@@ -169,8 +169,8 @@ type floorPhase struct {
 
 func (f floorPhase) rate(n int) float64 { return float64(n) / f.wall.Seconds() }
 
-// benchFloor measures the campaign dispatcher against a floor of its own
-// (issue 14): the naive dispatcher of naive_test.go, then the campaign
+// benchFloor measures the campaign dispatcher against a floor of its own:
+// the naive dispatcher of naive_test.go, then the campaign
 // dispatcher, on the same 20,000 messages (20 batches of 1000 contacts,
 // published as the gateway does once the dispatcher is ready) with a
 // zero-latency provider, on a private PostgreSQL cluster (so that its WAL
@@ -356,7 +356,7 @@ func benchFloor(t *testing.T) {
 }
 
 // floorTarget is the least ratio of the campaign dispatcher's messages per
-// second to its naive floor's (issue 14).
+// second to its naive floor's: what make bench-delivery-floor asserts.
 const floorTarget = 1.0
 
 // rowCosts is PostgreSQL's CPU per row to write one outcome: the floor's

@@ -2,7 +2,7 @@
 
 package main
 
-// The naive dispatcher of make bench-delivery's floor (issue 14): the least
+// The naive dispatcher of make bench-delivery's floor: the least
 // any campaign dispatcher must do per message, run as a process of its own
 // (this test binary re-executed with PARLEY_BENCH_NAIVE_DISPATCHER set) so
 // that its CPU is measured apart. A JetStream pull consumer on the stream's

@@ -57,7 +57,8 @@ func envOr(k, def string) string {
 	return def
 }
 
-// Targets of issue 14 that make bench-gateway asserts.
+// The targets make bench-gateway asserts: what the group commit must give
+// over the bare floor, and what it may cost a request.
 const (
 	// TargetRatio is the gateway's least requests per second over the
 	// floor's (median of the rounds).
@@ -84,7 +85,7 @@ type benchProc struct {
 // the load in turn, round by round: the floor (a bare Gin handler: one
 // redis_rate call, one synchronous JetStream publish), the gateway with its
 // group commit off (PARLEY_GATEWAY_GROUP_MAX_BATCHES=1: one stream message
-// per request, the design before issue 14) and the gateway, at o.Conns
+// per request) and the gateway, at o.Conns
 // connections over rounds; then at one connection (latency with nothing to
 // group) in short slices taken in turn; then the gateway at 1000 contacts. It returns an error, and so make bench-gateway fails, when a
 // measured run got any answer but 202 or the gateway's rate limiter fell
