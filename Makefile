@@ -21,7 +21,7 @@ STATICCHECK_VERSION := v0.8.2
 PROTOC_GEN_GO_VERSION := v1.36.12
 STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)
 PROTOC_GEN_GO := $(BIN)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
-# The one NATS version (README "NATS versions"): the tests embed it
+# The one NATS version (docs/operations.md, "NATS versions"): the tests embed it
 # (testkit/go.mod), the drills and compose-smoke run this binary, and
 # docker-compose.yml and deploy/k8s name the image nats:<version>-alpine.
 # testkit/deploycheck fails when they disagree.
@@ -213,7 +213,7 @@ drill-segment-50k: ## a campaign to a 50,000-contact segment through the gateway
 bench-nats-sync: $(NATS_SERVER) ## JetStream publish msgs/s and p50/p99 with sync_interval default vs always (the pinned nats-server, file storage)
 	@cd testkit/system && go run ./cmd/jetstream-sync-bench -nats-server $(NATS_SERVER)
 
-# Docker Compose, started (README "Docker Compose"). offline-images is only
+# Docker Compose, started (docs/operations.md, "Docker Compose"). offline-images is only
 # for machines that reach no image registry (this project's): it builds
 # stand-ins under the names docker-compose.yml and the Dockerfile use.
 .PHONY: offline-images compose-smoke

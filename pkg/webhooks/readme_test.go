@@ -12,18 +12,18 @@ import (
 	"github.com/parleyhq/parley/pkg/webhooks"
 )
 
-// readmeSnippets returns the openssl and Go verification examples of the
-// README's "Verifying an event", as written there.
-func readmeSnippets(t *testing.T) (shell, goSrc string) {
+// docSnippets returns the openssl and Go verification examples of
+// docs/webhooks.md's "Verifying an event", as written there.
+func docSnippets(t *testing.T) (shell, goSrc string) {
 	t.Helper()
-	raw, err := os.ReadFile("../../README.md")
+	raw, err := os.ReadFile("../../docs/webhooks.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := string(raw)
-	start := strings.Index(doc, "\n### Verifying an event\n")
+	start := strings.Index(doc, "\n## Verifying an event\n")
 	if start < 0 {
-		t.Fatal(`README.md has no "### Verifying an event" section`)
+		t.Fatal(`docs/webhooks.md has no "## Verifying an event" section`)
 	}
 	section := doc[start+1:]
 	if end := strings.Index(section, "\n## "); end >= 0 {
@@ -33,7 +33,7 @@ func readmeSnippets(t *testing.T) (shell, goSrc string) {
 		open := "\n```" + lang + "\n"
 		i := strings.Index(section, open)
 		if i < 0 {
-			t.Fatalf("the README's verification section has no %s block", lang)
+			t.Fatalf("the documented verification section has no %s block", lang)
 		}
 		body := section[i+len(open):]
 		j := strings.Index(body, "\n```")
@@ -107,8 +107,8 @@ func verifyCases(t *testing.T) []verifyCase {
 	}
 }
 
-func TestREADMEVerificationSnippets(t *testing.T) {
-	shell, goSrc := readmeSnippets(t)
+func TestDocumentedVerificationSnippets(t *testing.T) {
+	shell, goSrc := docSnippets(t)
 
 	t.Run("openssl", func(t *testing.T) {
 		if _, err := exec.LookPath("openssl"); err != nil {
@@ -170,7 +170,7 @@ func main() {
 		build.Dir = dir
 		build.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
 		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("the README's Go snippet does not build: %v\n%s", err, out)
+			t.Fatalf("the documented Go snippet does not build: %v\n%s", err, out)
 		}
 		for _, c := range verifyCases(t) {
 			bodyPath := filepath.Join(t.TempDir(), "body.json")

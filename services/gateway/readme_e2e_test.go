@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,19 +19,38 @@ import (
 	"github.com/parleyhq/parley/testkit/serviceproc"
 )
 
-// readmeCommands returns the shell commands of the ```sh blocks of
-// README.md's "## API" section that call curl, each as one logical line
-// (backslash continuations and quotes that span lines joined), in order.
-func readmeCommands(t *testing.T, readme string) []string {
+// docSection returns the lines of a Markdown document from its heading line
+// (such as "## API quick start") to the next heading of the same or a
+// higher level outside a code block; with heading empty, the whole
+// document.
+func docSection(t *testing.T, name, doc, heading string) string {
 	t.Helper()
-	start := strings.Index(readme, "\n## API\n")
+	if heading == "" {
+		return doc
+	}
+	lines := strings.SplitAfter(doc, "\n")
+	level := strings.IndexByte(heading, ' ')
+	start := slices.Index(lines, heading+"\n")
 	if start < 0 {
-		t.Fatal("README.md has no ## API section")
+		t.Fatalf("%s has no %s section", name, heading)
 	}
-	section := readme[start+1:]
-	if end := strings.Index(section[len("## API"):], "\n## "); end >= 0 {
-		section = section[:len("## API")+end]
+	fenced := false
+	for i := start + 1; i < len(lines); i++ {
+		l := lines[i]
+		if strings.HasPrefix(l, "```") {
+			fenced = !fenced
+		}
+		if n := len(l) - len(strings.TrimLeft(l, "#")); !fenced && n > 0 && n <= level && strings.HasPrefix(l[n:], " ") {
+			return strings.Join(lines[start:i], "")
+		}
 	}
+	return strings.Join(lines[start:], "")
+}
+
+// docCommands returns the shell commands of the ```sh blocks of section
+// that call curl, each as one logical line (backslash continuations and
+// quotes that span lines joined), in order.
+func docCommands(section string) []string {
 	var cmds []string
 	for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1) {
 		var cur strings.Builder
@@ -66,28 +86,40 @@ func readmeCommands(t *testing.T, readme string) []string {
 	return cmds
 }
 
-// TestReadmeCurlsDeliver runs every curl of the README's API section, as
-// written but for the gateway's address, against a real stack (gateway,
-// both dispatchers, provider-sim calling back) with the demo company that
-// `parleyctl seed` provisions, and waits until each accepted batch has
-// every message delivered or read.
+// documentedCurls are the documents whose curl examples run, in this
+// order: the README's quick start, then the API reference (whose examples
+// use the batch and segment the earlier ones created).
+var documentedCurls = []struct{ path, heading string }{
+	{"../../README.md", "## API quick start"},
+	{"../../docs/api.md", ""},
+}
+
+// TestReadmeCurlsDeliver runs every curl of the README's API quick start and
+// of docs/api.md, as written but for the gateway's address, against a real
+// stack (gateway, both dispatchers, provider-sim calling back) with the demo
+// company that `parleyctl seed` provisions, and waits until each accepted
+// batch has every message delivered or read.
 func TestReadmeCurlsDeliver(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
-		t.Fatal("curl is needed to run the README's examples")
+		t.Fatal("curl is needed to run the documented examples")
 	}
-	raw, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmds := readmeCommands(t, string(raw))
-	if len(cmds) < 10 {
-		t.Fatalf("found only %d curl commands in the README's API section: %q", len(cmds), cmds)
+	var cmds []string
+	for _, d := range documentedCurls {
+		raw, err := os.ReadFile(d.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := docCommands(docSection(t, d.path, string(raw), d.heading))
+		if len(found) < 4 {
+			t.Fatalf("found only %d curl commands in %s %s: %q", len(found), d.path, d.heading, found)
+		}
+		cmds = append(cmds, found...)
 	}
 	allowed := map[string]bool{"KEY": true, "BATCH_ID": true, "SEGMENT_ID": true}
 	for _, c := range cmds {
 		for _, m := range regexp.MustCompile(`\$([A-Z_]+)`).FindAllStringSubmatch(c, -1) {
 			if !allowed[m[1]] {
-				t.Fatalf("a README curl uses $%s, which the test does not know how to set: %s", m[1], c)
+				t.Fatalf("a documented curl uses $%s, which the test does not know how to set: %s", m[1], c)
 			}
 		}
 	}
@@ -165,13 +197,13 @@ func TestReadmeCurlsDeliver(t *testing.T) {
 		}
 		t.Logf("%s -> %s %s", c, status, body)
 	}
-	// The README's simulated STOP opted its user out.
+	// docs/api.md's simulated STOP opted its user out.
 	var optedOut bool
 	if err := s.pool.QueryRow(ctx, `SELECT opted_out_at IS NOT NULL FROM contacts WHERE phone = '+447700900123'`).Scan(&optedOut); err != nil || !optedOut {
-		t.Fatalf("the README's STOP reply: opted out %v (%v)", optedOut, err)
+		t.Fatalf("docs/api.md's STOP reply: opted out %v (%v)", optedOut, err)
 	}
 	if len(batches) < 6 {
-		t.Fatalf("%d batches accepted, want every send of the README (6)", len(batches))
+		t.Fatalf("%d batches accepted, want every documented send (6)", len(batches))
 	}
 
 	// A scheduled send is due once the clock reaches its time.

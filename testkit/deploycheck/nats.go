@@ -22,7 +22,7 @@ var (
 // the compose service nats's image and every nats image of deploy/k8s, as
 // nats:<version> or nats:<version>-<variant>. The configuration each of them
 // starts nats-server with must set JetStream's sync_interval to always
-// (README "NATS versions and sync_interval").
+// (docs/operations.md, "NATS versions and sync_interval").
 func checkNATS(root string, compose *Compose, k *Kubernetes) []error {
 	var errs []error
 	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf("nats: "+format, a...)) }

@@ -343,7 +343,7 @@ func benchFloor(t *testing.T) {
 }
 
 // floorTarget is the least ratio of the campaign dispatcher's messages per
-// second to its naive floor's.
+// second to its naive floor's: what make bench-delivery-floor asserts.
 const floorTarget = 1.0
 
 // rowCosts is PostgreSQL's CPU per row to write one outcome: the floor's

@@ -57,7 +57,8 @@ func envOr(k, def string) string {
 	return def
 }
 
-// The targets make bench-gateway asserts.
+// The targets make bench-gateway asserts: what the group commit must give
+// over the bare floor, and what it may cost a request.
 const (
 	// TargetRatio is the gateway's least requests per second over the
 	// floor's (median of the rounds).

@@ -37,7 +37,7 @@ type privateServers struct {
 // startPrivateServers starts the three servers on ports base+1 (NATS),
 // base+2 (its monitoring), base+3 (Redis) and base+4 (PostgreSQL).
 // natsServer is the nats-server binary; JetStream runs with sync_interval
-// always, as in production (README "NATS versions and sync_interval").
+// always, as in production (docs/operations.md, "NATS versions and sync_interval").
 // PostgreSQL keeps its defaults (fsync and synchronous_commit on).
 func startPrivateServers(ctx context.Context, natsServer string, base int) (_ *privateServers, err error) {
 	dir, err := os.MkdirTemp("", "parley-capacity-")

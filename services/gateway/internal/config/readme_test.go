@@ -6,10 +6,10 @@ import (
 	"github.com/parleyhq/parley/pkg/envdoc"
 )
 
-// The README's configuration table must name every variable this service
+// docs/configuration.md's table must name every variable this service
 // reads, with its default.
 func TestREADMEDocumentsEveryVariable(t *testing.T) {
-	if err := envdoc.CheckREADME("../../../../README.md", Config{}); err != nil {
+	if err := envdoc.CheckREADME("../../../../docs/configuration.md", Config{}); err != nil {
 		t.Error(err)
 	}
 }
