@@ -61,14 +61,14 @@ func buildBins() error {
 		}
 		for _, b := range []struct {
 			out *string
-			bin string
+			dir string // the main package, from the services folder
 		}{
-			{&Bins.Campaign, "campaign-dispatcher"},
-			{&Bins.Automation, "automation-dispatcher"},
+			{&Bins.Campaign, "dispatcher/cmd/campaign-dispatcher"},
+			{&Bins.Automation, "dispatcher/cmd/automation-dispatcher"},
 			{&Bins.ProviderSim, "provider-sim"},
 		} {
-			*b.out = filepath.Join(Bins.Dir, b.bin)
-			if err := serviceproc.Build(context.Background(), filepath.Join(build.services, b.bin), *b.out, os.Stderr); err != nil {
+			*b.out = filepath.Join(Bins.Dir, filepath.Base(b.dir))
+			if err := serviceproc.Build(context.Background(), filepath.Join(build.services, b.dir), *b.out, os.Stderr); err != nil {
 				build.err = err
 				return
 			}

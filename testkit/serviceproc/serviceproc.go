@@ -24,7 +24,9 @@ import (
 )
 
 // Build compiles the main package in dir (a service's module directory,
-// such as services/gateway) into the file out, with the go command on PATH.
+// such as services/gateway, or one of its commands, such as
+// services/dispatcher/cmd/campaign-dispatcher) into the file out, with the
+// go command on PATH.
 // The build's output goes to log.
 func Build(ctx context.Context, dir, out string, log io.Writer) error {
 	abs, err := filepath.Abs(dir)

@@ -1,4 +1,4 @@
-package dispatchsvc_test
+package dispatcher_test
 
 import (
 	"context"
@@ -12,15 +12,15 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/parleyhq/parley/pkg/delivery"
-	"github.com/parleyhq/parley/pkg/delivery/dispatchsvc"
+	"github.com/parleyhq/parley/services/dispatcher"
 	"github.com/parleyhq/parley/testkit/bustest"
 	"github.com/parleyhq/parley/testkit/ratelimittest"
 	"github.com/parleyhq/parley/testkit/storetest"
 )
 
-func defaults(t *testing.T) dispatchsvc.Config {
+func defaults(t *testing.T) dispatcher.Config {
 	t.Helper()
-	cfg, err := env.ParseAs[dispatchsvc.Config]()
+	cfg, err := env.ParseAs[dispatcher.Config]()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestRunStopsWhenTheProbeCannotListen(t *testing.T) {
 	cfg.NATS = bustest.Config(bustest.NewServer(t).URL())
 	cfg.Redis = ratelimittest.Config(t)
 
-	s, cleanup, err := dispatchsvc.New(context.Background(), delivery.LaneAutomation, ln.Addr().String(), cfg,
+	s, cleanup, err := dispatcher.New(context.Background(), delivery.LaneAutomation, ln.Addr().String(), cfg,
 		zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func TestRunStopsWhenTheProbeCannotListen(t *testing.T) {
 func TestNewFailsOnABadTokenKey(t *testing.T) {
 	cfg := defaults(t)
 	cfg.Token.Key = "short"
-	_, cleanup, err := dispatchsvc.New(context.Background(), delivery.LaneCampaign, "127.0.0.1:0", cfg, zap.NewNop())
+	_, cleanup, err := dispatcher.New(context.Background(), delivery.LaneCampaign, "127.0.0.1:0", cfg, zap.NewNop())
 	if err == nil || !strings.Contains(err.Error(), "token key") {
 		t.Fatalf("New = %v, want the token key's error", err)
 	}

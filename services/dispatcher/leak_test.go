@@ -1,4 +1,4 @@
-package dispatchsvc_test
+package dispatcher_test
 
 import (
 	"testing"

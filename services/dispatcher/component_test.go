@@ -1,9 +1,10 @@
-// Package dispatchsvctest is the component test both dispatcher services
-// run against their own newApp: boot it against a fresh database, an
-// embedded NATS, Redis under a key prefix of its own and the WhatsApp
-// simulator, deliver one batch of its lane, read its probes and metrics,
-// and stop it in order.
-package dispatchsvctest
+package dispatcher_test
+
+// The component test of both commands: each boots as its main does (its
+// environment from internal/config, validated, then New on its lane) against
+// a fresh database, an embedded NATS, Redis under a key prefix of its own and
+// the WhatsApp simulator, delivers one batch of its lane, serves its probes
+// and metrics, and stops in order.
 
 import (
 	"context"
@@ -31,38 +32,47 @@ import (
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
 	"github.com/parleyhq/parley/pkg/delivery"
-	"github.com/parleyhq/parley/pkg/delivery/dispatchsvc"
 	"github.com/parleyhq/parley/pkg/ratelimit"
 	"github.com/parleyhq/parley/pkg/secretbox"
+	"github.com/parleyhq/parley/services/dispatcher"
+	"github.com/parleyhq/parley/services/dispatcher/internal/config"
 	"github.com/parleyhq/parley/testkit/bustest"
 	"github.com/parleyhq/parley/testkit/ratelimittest"
 	"github.com/parleyhq/parley/testkit/serviceproc"
 	"github.com/parleyhq/parley/testkit/storetest"
 )
 
-// Boot builds the service under test, as its main does: the service's own
-// configuration with the listen address addr and the shared part cfg (the
-// defaults, pointed at the test's servers), validated, then its newApp.
-type Boot func(ctx context.Context, addr string, cfg dispatchsvc.Config, log *zap.Logger) (*dispatchsvc.Service, func(), error)
+// command is a command's environment as its main reads it: the listen
+// address addr and the shared part (the defaults, pointed at the test's
+// servers).
+type command func(addr string, shared dispatcher.Config) dispatcher.Command
 
-// DeliversAndShutsDown boots the lane's dispatcher with boot: it must make
-// the stream, deliver a batch of its lane (two contacts), serve its probes
-// and metrics, turn readiness 503 on shutdown, and stop cleanly.
-func DeliversAndShutsDown(t *testing.T, lane delivery.Lane, boot Boot) {
-	t.Helper()
-	deliversAndShutsDown(t, lane, nil, boot)
+func campaign(addr string, shared dispatcher.Config) dispatcher.Command {
+	return config.Campaign{Addr: addr, Config: shared}
 }
 
-// DeliversOnRedis is DeliversAndShutsDown with the dispatcher's Redis
-// configuration rc (a ratelimittest.Cluster's or Sentinel's, say), and
-// checks besides that every throughput decision was made by Redis, none by
-// the per-process fallback.
-func DeliversOnRedis(t *testing.T, lane delivery.Lane, rc ratelimit.RedisConfig, boot Boot) {
-	t.Helper()
-	deliversAndShutsDown(t, lane, &rc, boot)
+func automation(addr string, shared dispatcher.Config) dispatcher.Command {
+	return config.Automation{Addr: addr, Config: shared}
 }
 
-func deliversAndShutsDown(t *testing.T, lane delivery.Lane, rc *ratelimit.RedisConfig, boot Boot) {
+// TestCommandsDeliverAndShutDownInOrder runs each command on its lane: it
+// must make the stream, deliver a batch of its lane (two contacts), serve
+// its probes and metrics, turn readiness 503 on shutdown, and stop cleanly.
+func TestCommandsDeliverAndShutDownInOrder(t *testing.T) {
+	t.Run("campaign-dispatcher", func(t *testing.T) { deliversAndShutsDown(t, delivery.LaneCampaign, nil, campaign) })
+	t.Run("automation-dispatcher", func(t *testing.T) { deliversAndShutsDown(t, delivery.LaneAutomation, nil, automation) })
+}
+
+// TestCampaignOnRedisCluster is the campaign run with PARLEY_REDIS_MODE=cluster
+// against a three-master Redis Cluster on loopback: the account's throughput
+// is limited there, and every decision must be Redis's, none the
+// per-process fallback's.
+func TestCampaignOnRedisCluster(t *testing.T) {
+	rc := ratelimittest.NewCluster(t).Config()
+	deliversAndShutsDown(t, delivery.LaneCampaign, &rc, campaign)
+}
+
+func deliversAndShutsDown(t *testing.T, lane delivery.Lane, rc *ratelimit.RedisConfig, cmd command) {
 	t.Helper()
 	ctx := context.Background()
 	dbURL, pool := storetest.NewDatabase(t)
@@ -77,7 +87,7 @@ func deliversAndShutsDown(t *testing.T, lane delivery.Lane, rc *ratelimit.RedisC
 		_ = sim.Close()
 	})
 
-	cfg, err := env.ParseAs[dispatchsvc.Config]()
+	cfg, err := env.ParseAs[dispatcher.Config]()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +156,11 @@ func deliversAndShutsDown(t *testing.T, lane delivery.Lane, rc *ratelimit.RedisC
 		t.Fatalf("lane %q", lane)
 	}
 
-	a, cleanup, err := boot(ctx, addr, cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	c := cmd(addr, cfg)
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	a, cleanup, err := dispatcher.New(ctx, lane, c.Listen(), c.Shared(), zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,13 @@
-// Package dispatchsvc is a dispatcher process: the composition that
-// campaign-dispatcher and automation-dispatcher both run, each on its lane.
-// It opens PostgreSQL, Redis and NATS, makes sure the SENDS stream exists,
-// builds the shared throughput limiter, the WhatsApp client and the
-// delivery.Dispatcher, serves the probe (/healthz, /readyz with every
-// dependency, /metrics) and shuts down in order.
+// Package dispatcher is the dispatcher service's composition root: the
+// process that cmd/campaign-dispatcher and cmd/automation-dispatcher both
+// run, each on its lane. It opens PostgreSQL, Redis and NATS, makes sure the
+// SENDS stream exists, builds the shared throughput limiter, the WhatsApp
+// client and the lane's delivery.Dispatcher, serves the probe (/healthz,
+// /readyz with every dependency, /metrics) and shuts down in order.
 //
-// What stays in each service is what differs: its main.go, its
-// internal/config (its own listen variable, with Config embedded for the
-// rest) and an app.go that names its lane.
-package dispatchsvc
+// What differs between the two commands is their name, their lane and their
+// listen variable (internal/config); README.md says why they are one module.
+package dispatcher
 
 import (
 	"context"
@@ -23,6 +22,7 @@ import (
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/delivery"
+	"github.com/parleyhq/parley/pkg/envconfig"
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/ratelimit"
 	"github.com/parleyhq/parley/pkg/secretbox"
@@ -30,9 +30,9 @@ import (
 )
 
 // Config is what both dispatchers read from the environment besides their
-// listen address, which each service names itself
+// listen address, which each command names for its lane
 // (PARLEY_CAMPAIGN_DISPATCHER_ADDR, PARLEY_AUTOMATION_DISPATCHER_ADDR) in
-// its own configuration, embedding this struct.
+// internal/config, embedding this struct.
 type Config struct {
 	// DrainDelay is how long /readyz reports 503 before the listener closes.
 	DrainDelay time.Duration `env:"PARLEY_DRAIN_DELAY" envDefault:"0s"`
@@ -142,4 +142,24 @@ func New(ctx context.Context, lane delivery.Lane, addr string, cfg Config, log *
 // the other and returns the error.
 func (s *Service) Run(ctx context.Context) error {
 	return s.server.RunWorker(ctx, s.probe, s.log, s.dispatcher.Run)
+}
+
+// Command is a dispatcher command's environment (internal/config's Campaign
+// or Automation): the listen address it names for its lane, and Config.
+type Command interface {
+	envconfig.Validator
+	// Listen is the address of the probe and the metrics.
+	Listen() string
+	// Shared is the rest of the configuration, the same for both lanes.
+	Shared() Config
+}
+
+// Main runs the dispatcher command name on lane, with the environment C,
+// until SIGINT or SIGTERM; it exits non-zero when the dispatcher cannot start
+// or fails.
+func Main[C Command](name string, lane delivery.Lane) {
+	ops.Main(name, envconfig.Load[C], func(c C) ops.LogConfig { return c.Shared().Log },
+		func(ctx context.Context, c C, log *zap.Logger) (*Service, func(), error) {
+			return New(ctx, lane, c.Listen(), c.Shared(), log)
+		}, (*Service).Run)
 }
