@@ -31,7 +31,6 @@ import (
 	"github.com/parleyhq/parley/services/gateway/internal/handoff"
 	"github.com/parleyhq/parley/services/gateway/internal/httpapi"
 	"github.com/parleyhq/parley/services/gateway/internal/idempotency"
-	"github.com/parleyhq/parley/services/gateway/internal/lookup"
 	"github.com/parleyhq/parley/services/gateway/internal/segments"
 	"github.com/parleyhq/parley/services/gateway/internal/sends"
 )
@@ -105,7 +104,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 
 	cacheCfg := ttlcache.Config{TTL: cfg.CacheTTL, StaleIfError: cfg.CacheStaleIfError}
 	authn := auth.New(pool, auth.Config{Cache: cacheCfg, TouchEvery: time.Minute, FlushEvery: 10 * time.Second}, now, log)
-	cat := lookup.New(catalog.NewStore(pool, nil), cacheCfg, now)
+	cat := catalog.NewCache(catalog.NewStore(pool, nil), cacheCfg, now)
 	if _, err := bus.SubscribeInvalidations(nc, cfg.NATS, func(inv bus.Invalidation) {
 		authn.Invalidate(inv)
 		cat.Invalidate(inv)
