@@ -52,12 +52,8 @@ func newApp(ctx context.Context, cfg config.Config, log *zap.Logger) (*app, func
 
 // buildApp is newApp with the clock injected (tests move it).
 func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func() time.Time) (*app, func(), error) {
-	var closers []func()
-	cleanup := func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
-	}
+	var closers ops.Closers
+	cleanup := closers.Close
 	fail := func(err error) (*app, func(), error) {
 		cleanup()
 		return nil, func() {}, err
@@ -67,10 +63,10 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	if err != nil {
 		return fail(err)
 	}
-	closers = append(closers, pool.Close)
+	closers.Add(pool.Close)
 
 	rdb := ratelimit.NewRedisClient(cfg.Redis)
-	closers = append(closers, func() { _ = rdb.Close() })
+	closers.Add(func() { _ = rdb.Close() })
 
 	// No reconnect buffer: while NATS is away a publish fails at once (503)
 	// instead of waiting in memory and landing after the client gave up.
@@ -78,7 +74,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	if err != nil {
 		return fail(err)
 	}
-	closers = append(closers, func() { _ = nc.Drain() })
+	closers.Add(func() { _ = nc.Drain() })
 
 	pub, err := handoff.New(nc, cfg.NATS, handoff.Options{MaxPending: cfg.PublishMaxPending, Timeout: cfg.PublishTimeout,
 		GroupsInFlight: cfg.GroupsInFlight, GroupMaxBatches: cfg.GroupMaxBatches})
@@ -100,7 +96,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	if err != nil {
 		return fail(err)
 	}
-	closers = append(closers, limiter.Close)
+	closers.Add(limiter.Close)
 
 	cacheCfg := ttlcache.Config{TTL: cfg.CacheTTL, StaleIfError: cfg.CacheStaleIfError}
 	authn := auth.New(pool, auth.Config{Cache: cacheCfg, TouchEvery: time.Minute, FlushEvery: 10 * time.Second}, now, log)
