@@ -25,10 +25,10 @@ import (
 	"github.com/parleyhq/parley/pkg/ratelimit"
 	"github.com/parleyhq/parley/pkg/store"
 	"github.com/parleyhq/parley/pkg/ttlcache"
+	"github.com/parleyhq/parley/services/gateway/internal/accept"
 	"github.com/parleyhq/parley/services/gateway/internal/apidoc"
 	"github.com/parleyhq/parley/services/gateway/internal/auth"
 	"github.com/parleyhq/parley/services/gateway/internal/config"
-	"github.com/parleyhq/parley/services/gateway/internal/handoff"
 	"github.com/parleyhq/parley/services/gateway/internal/httpapi"
 	"github.com/parleyhq/parley/services/gateway/internal/idempotency"
 	"github.com/parleyhq/parley/services/gateway/internal/segments"
@@ -76,7 +76,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	}
 	closers.Add(func() { _ = nc.Drain() })
 
-	pub, err := handoff.New(nc, cfg.NATS, handoff.Options{MaxPending: cfg.PublishMaxPending, Timeout: cfg.PublishTimeout,
+	pub, err := accept.New(nc, cfg.NATS, accept.Options{MaxPending: cfg.PublishMaxPending, Timeout: cfg.PublishTimeout,
 		GroupsInFlight: cfg.GroupsInFlight, GroupMaxBatches: cfg.GroupMaxBatches})
 	if err != nil {
 		return fail(err)
@@ -109,7 +109,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	}
 	idem := idempotency.New(rdb, cfg.Redis.KeyPrefix, cfg.IdempotencyRetention, time.Minute)
 
-	records := deliveryRecords{pool: pool, pending: handoff.NewPending(pub.JetStream(), cfg.NATS), now: now}
+	records := deliveryRecords{pool: pool, pending: accept.NewPending(pub.JetStream(), cfg.NATS), now: now}
 	segs := segments.NewStore(pool, now)
 	if whatsapp.IsDevAppSecret(cfg.WebhookAppSecret) {
 		log.Warn("PARLEY_WEBHOOK_APP_SECRET is the local development secret: set the Meta app secret in production")
@@ -154,7 +154,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 // reads and updates it.
 type deliveryRecords struct {
 	pool    *pgxpool.Pool
-	pending *handoff.Pending
+	pending *accept.Pending
 	now     func() time.Time
 }
 

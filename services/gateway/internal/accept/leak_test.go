@@ -1,4 +1,4 @@
-package handoff_test
+package accept_test
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package handoff
+package accept
 
 import (
 	"context"
@@ -15,11 +15,11 @@ type committer struct {
 	kind string
 
 	mu       sync.Mutex
-	queue    []*entry // handed over, not yet in a group
+	queue    []*entry // published, not yet in a group
 	inFlight int      // groups awaiting their ack
 }
 
-// entry is one batch handed over for a group.
+// entry is one batch waiting for a group.
 type entry struct {
 	data []byte // encoded, without its id
 	done chan struct{}

@@ -1,4 +1,4 @@
-package handoff_test
+package accept_test
 
 import (
 	"context"
@@ -13,14 +13,14 @@ import (
 
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
-	"github.com/parleyhq/parley/services/gateway/internal/handoff"
+	"github.com/parleyhq/parley/services/gateway/internal/accept"
 	"github.com/parleyhq/parley/testkit/bustest"
 )
 
 type env struct {
 	srv    *bustest.Server
 	cfg    bus.Config
-	p      *handoff.Publisher
+	p      *accept.Publisher
 	stream jetstream.Stream
 }
 
@@ -37,7 +37,7 @@ func newEnvMax(t *testing.T, inFlight, maxBatches int) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	p, err := handoff.New(nc, cfg, handoff.Options{MaxPending: 4096, Timeout: 2 * time.Second, GroupsInFlight: inFlight, GroupMaxBatches: maxBatches})
+	p, err := accept.New(nc, cfg, accept.Options{MaxPending: 4096, Timeout: 2 * time.Second, GroupsInFlight: inFlight, GroupMaxBatches: maxBatches})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func (e *env) msgs(t *testing.T) uint64 {
 	return info.State.Msgs
 }
 
-// A batch whose id is known (a retry of a doubtful hand-off) is published
+// A batch whose id is known (a retry of a doubtful publish) is published
 // alone under it, and the same id twice is stored once.
 func TestPublishAloneWaitsForTheAckAndDeduplicates(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -88,11 +88,11 @@ func TestPublishAloneWaitsForTheAckAndDeduplicates(t *testing.T) {
 	start := time.Now()
 	// A known id (a retry) is returned all the same: the next retry reuses it.
 	id, err := e.p.Publish(ctx, bus.KindCampaignBatches, 7, "b2", m)
-	if !errors.Is(err, handoff.ErrUnavailable) || id != "b2" {
+	if !errors.Is(err, accept.ErrUnavailable) || id != "b2" {
 		t.Fatalf("publish with NATS down: %q, %v", id, err)
 	}
 	id, err = e.p.Publish(ctx, bus.KindCampaignBatches, 7, "", &sendsv1.CampaignBatch{CompanyId: 7})
-	if !errors.Is(err, handoff.ErrUnavailable) || id != "" {
+	if !errors.Is(err, accept.ErrUnavailable) || id != "" {
 		t.Fatalf("group publish with NATS down: %q, %v", id, err)
 	}
 	if d := time.Since(start); d > 3*time.Second {
@@ -201,7 +201,7 @@ func TestConcurrentBatchesAreCommittedInGroups(t *testing.T) {
 }
 
 // A group the stream does not take (no stream on its subjects): each of its
-// requests fails with ErrUnavailable and keeps its id, since the hand-off
+// requests fails with ErrUnavailable and keeps its id, since the publish
 // is in doubt in general.
 func TestAGroupThatFailsFailsEachRequest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -216,7 +216,7 @@ func TestAGroupThatFailsFailsEachRequest(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			id, err := e.p.Publish(ctx, bus.KindMessageBatches, 3, "", &sendsv1.MessageBatch{CompanyId: 3})
-			if !errors.Is(err, handoff.ErrUnavailable) || id == "" {
+			if !errors.Is(err, accept.ErrUnavailable) || id == "" {
 				t.Errorf("publish without a stream = %q, %v", id, err)
 			}
 		}()
@@ -264,12 +264,12 @@ func TestAGroupIDDrawnTwiceFailsTheSecondGroup(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		handoff.SetGroupIDs(e.p, func(time.Time) (bus.GroupID, error) { return g, nil })
+		accept.SetGroupIDs(e.p, func(time.Time) (bus.GroupID, error) { return g, nil })
 		first, err := e.p.Publish(ctx, bus.KindCampaignBatches, 1, "", &sendsv1.CampaignBatch{CompanyId: 1, CampaignId: 1})
 		if err != nil || first != g.BatchID(0) {
 			t.Fatalf("max %d: first group: %q, %v", maxBatches, first, err)
 		}
-		if _, err := e.p.Publish(ctx, bus.KindCampaignBatches, 1, "", &sendsv1.CampaignBatch{CompanyId: 1, CampaignId: 2}); !errors.Is(err, handoff.ErrUnavailable) {
+		if _, err := e.p.Publish(ctx, bus.KindCampaignBatches, 1, "", &sendsv1.CampaignBatch{CompanyId: 1, CampaignId: 2}); !errors.Is(err, accept.ErrUnavailable) {
 			t.Fatalf("max %d: a second group under the same id: %v, want ErrUnavailable", maxBatches, err)
 		}
 		b, _, err := e.cfg.FindBatch(ctx, e.stream, 1, first)

@@ -1,8 +1,9 @@
-// Package handoff puts accepted batches on the SENDS stream. A batch counts as
-// accepted only once JetStream has acknowledged it.
+// Package accept makes a send's batch accepted: it puts the batch on the
+// SENDS stream, and a batch counts as accepted (the API answers 202) only
+// once JetStream has acknowledged it.
 //
 // A new batch is committed in a group (bus.GroupID): the batches of one kind
-// that requests hand over while an earlier group of that kind is being
+// that requests publish while an earlier group of that kind is being
 // stored go together in the next stream message, and each request is
 // answered when the group it is in is acknowledged. Nothing waits for a
 // group to fill: with no group in flight a batch is published at once, on
@@ -10,9 +11,9 @@
 // arrived during one store, so its size follows the load. Each stream
 // message, and with sync_interval always each flush to disk, then serves a
 // whole group. A batch whose id is already known (an Idempotency-Key retry
-// of a hand-off that ended in doubt) is published alone, on its own subject,
+// of a publish that ended in doubt) is published alone, on its own subject,
 // under its id.
-package handoff
+package accept
 
 import (
 	"context"
@@ -42,7 +43,7 @@ type Options struct {
 	// Timeout bounds the wait for a publish's acknowledgement.
 	Timeout time.Duration
 	// GroupsInFlight is how many groups of one kind may be awaiting their
-	// acknowledgement at once; batches handed over meanwhile wait for the
+	// acknowledgement at once; batches published meanwhile wait for the
 	// next group. 1 makes the largest groups.
 	GroupsInFlight int
 	// GroupMaxBatches caps the batches of one group (at most bus.MaxGroup);
@@ -67,7 +68,7 @@ type Publisher struct {
 // New returns a publisher on cfg's subjects.
 func New(nc *nats.Conn, cfg bus.Config, o Options) (*Publisher, error) {
 	if o.GroupsInFlight < 1 || o.GroupMaxBatches < 1 || o.GroupMaxBatches > bus.MaxGroup || o.Timeout <= 0 {
-		return nil, fmt.Errorf("handoff options %+v", o)
+		return nil, fmt.Errorf("accept options %+v", o)
 	}
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(o.MaxPending))
 	if err != nil {
@@ -114,7 +115,7 @@ func (p *Publisher) Publish(ctx context.Context, kind string, companyID int64, b
 	}
 	if batchID != "" {
 		subject := bus.ForBatch(p.cfg.CompanySubject(kind, companyID), batchID)
-		// Stored already (the doubtful hand-off was, after all): JetStream
+		// Stored already (the doubtful publish was, after all): JetStream
 		// acknowledges the duplicate, and that is the answer.
 		_, err := p.publish(ctx, subject, batchID, data)
 		return batchID, err
