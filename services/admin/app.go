@@ -18,11 +18,11 @@ import (
 	"github.com/parleyhq/parley/pkg/webhooks"
 	"github.com/parleyhq/parley/services/admin/internal/accounts"
 	"github.com/parleyhq/parley/services/admin/internal/adminapi"
+	"github.com/parleyhq/parley/services/admin/internal/batches"
 	"github.com/parleyhq/parley/services/admin/internal/config"
 	"github.com/parleyhq/parley/services/admin/internal/console"
 	"github.com/parleyhq/parley/services/admin/internal/credentials"
 	"github.com/parleyhq/parley/services/admin/internal/loginthrottle"
-	"github.com/parleyhq/parley/services/admin/internal/sends"
 )
 
 // sessionSweepInterval is how often expired console sessions are deleted.
@@ -92,7 +92,7 @@ func newApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func() 
 			PerEmail: cfg.Console.LoginMaxFailuresPerEmail, PerIP: cfg.Console.LoginMaxFailuresPerIP, Window: cfg.Console.LoginFailureWindow,
 		}, now),
 		Credentials:       creds,
-		Sends:             sends.New(pool, now),
+		Sends:             batches.New(pool, now),
 		Webhooks:          hooks,
 		Sessions:          sessions,
 		Log:               log.Named("console"),

@@ -1,7 +1,7 @@
-// Package sends reads a company's batches for the console's Sends pages:
+// Package batches reads a company's batches for the console's Sends pages:
 // the recent batches with their messages counted by state, one batch's
 // states over time, and its failed and skipped messages.
-package sends
+package batches
 
 import (
 	"context"
