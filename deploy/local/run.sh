@@ -94,8 +94,8 @@ fi
 command -v go >/dev/null || die "go not found: install Go 1.26 or newer (https://go.dev/dl/) and put it on PATH"
 
 say "building into bin/"
-go build -o "$BIN/" ./services/gateway ./services/admin ./services/campaign-dispatcher \
-	./services/automation-dispatcher ./services/provider-sim ./services/webhook-sender ./services/admin/cmd/parleyctl
+go build -o "$BIN/" ./services/gateway ./services/admin ./services/dispatcher/cmd/campaign-dispatcher \
+	./services/dispatcher/cmd/automation-dispatcher ./services/provider-sim ./services/webhook-sender ./services/admin/cmd/parleyctl
 [[ ${1:-} == --build-only ]] && exit 0
 
 # ------------------------------------------------------- local servers

@@ -1,4 +1,5 @@
-// Package backoff is the wait before a retry.
+// Package backoff is the wait before a retry: one policy, exponential from
+// a base and capped, with or without jitter.
 package backoff
 
 import (
@@ -6,19 +7,24 @@ import (
 	"time"
 )
 
-// Jittered is the wait before retry number attempt (1 after the first
-// failure): exponential from base, capped, with full jitter (uniform in
-// [0, min(limit, base*2^(attempt-1))]) so that a burst of failures does not
-// come back as a burst.
-func Jittered(base, limit time.Duration, attempt int) time.Duration {
-	d := limit
+// Exponential is the wait before retry number attempt (1 after the first
+// failure): base, doubled per attempt, capped at limit. The dispatchers
+// give back a batch they could not expand after it (1 s doubling to 30 s);
+// retries that a burst of failures shares use Jittered.
+func Exponential(base, limit time.Duration, attempt int) time.Duration {
 	if attempt < 1 {
 		attempt = 1
 	}
 	if attempt-1 < 40 {
 		if exp := base << (attempt - 1); exp > 0 && exp < limit {
-			d = exp
+			return exp
 		}
 	}
-	return rand.N(d + 1)
+	return limit
+}
+
+// Jittered is Exponential with full jitter (uniform in [0, Exponential]) so
+// that a burst of failures does not come back as a burst.
+func Jittered(base, limit time.Duration, attempt int) time.Duration {
+	return rand.N(Exponential(base, limit, attempt) + 1)
 }

@@ -19,3 +19,14 @@ func TestJittered(t *testing.T) {
 		}
 	}
 }
+
+// TestExponential: base doubled per attempt up to the limit, and the limit
+// however many attempts (no overflow past 2^40).
+func TestExponential(t *testing.T) {
+	for attempt, want := range map[int]time.Duration{0: time.Second, 1: time.Second, 2: 2 * time.Second, 5: 16 * time.Second,
+		6: 30 * time.Second, 63: 30 * time.Second, 500: 30 * time.Second} {
+		if got := backoff.Exponential(time.Second, 30*time.Second, attempt); got != want {
+			t.Errorf("attempt %d: %v, want %v", attempt, got, want)
+		}
+	}
+}

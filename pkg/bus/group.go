@@ -32,7 +32,8 @@ import (
 // same millisecond with odds of about one in 2^58 per pair of groups; were
 // it ever to happen, JetStream would report the second publish as a
 // duplicate of the first and the gateway would answer its requests 503
-// (GroupCommitter checks PubAck.Duplicate), never a 202 for a lost batch.
+// (its group commit, services/gateway/internal/accept, checks
+// PubAck.Duplicate), never a 202 for a lost batch.
 
 // GroupKinds are the subject kinds a group can carry, as ParseSubject reads
 // them: one group holds batches of one kind, for the consumer of that kind.

@@ -14,14 +14,11 @@ import (
 const catalogStaleIfError = time.Minute
 
 // catalogCache keeps what every send reads (the account, its template, its
-// token) for a short while, so that a send costs no query: the gateway's
-// cache (pkg/ttlcache: bounded, one load per key at a time, stale entries
-// served while loading fails). Entries expire on the process's monotonic
-// clock, not on the injectable business clock.
+// token) for a short while, so that a send costs no query: catalog.Cache,
+// the gateway's cache too. Entries expire on the process's monotonic clock,
+// not on the injectable business clock. Time zones are loaded once here.
 type catalogCache struct {
-	accounts  *ttlcache.Cache[int64, catalog.MessagingAccount]
-	templates *ttlcache.Cache[int64, catalog.Template]
-	tokens    *ttlcache.Cache[int64, string]
+	cat *catalog.Cache
 
 	mu    sync.Mutex
 	zones map[string]*time.Location
@@ -29,33 +26,27 @@ type catalogCache struct {
 
 func newCatalogCache(cat Catalog, ttl time.Duration) *catalogCache {
 	cfg := ttlcache.Config{TTL: ttl, StaleIfError: catalogStaleIfError}
-	return &catalogCache{
-		accounts:  ttlcache.New(cfg, time.Now, cat.MessagingAccount),
-		templates: ttlcache.New(cfg, time.Now, cat.Template),
-		tokens:    ttlcache.New(cfg, time.Now, cat.AccessToken),
-		zones:     map[string]*time.Location{},
-	}
+	return &catalogCache{cat: catalog.NewCache(sendReads{cat}, cfg, time.Now), zones: map[string]*time.Location{}}
 }
 
-func lookup[V any](ctx context.Context, c *ttlcache.Cache[int64, V], id int64) (V, error) {
-	e, _, err := c.Get(ctx, id)
-	if err != nil {
-		var zero V
-		return zero, err
-	}
-	return e.Value, nil
+// sendReads is the dispatchers' Catalog as the cache reads it: they never
+// look a connector up by name.
+type sendReads struct{ Catalog }
+
+func (sendReads) Connector(context.Context, int64, string) (catalog.Connector, error) {
+	return catalog.Connector{}, catalog.ErrNotFound
 }
 
 func (c *catalogCache) account(ctx context.Context, id int64) (catalog.MessagingAccount, error) {
-	return lookup(ctx, c.accounts, id)
+	return c.cat.MessagingAccountByID(ctx, id)
 }
 
 func (c *catalogCache) template(ctx context.Context, id int64) (catalog.Template, error) {
-	return lookup(ctx, c.templates, id)
+	return c.cat.TemplateByID(ctx, id)
 }
 
 func (c *catalogCache) token(ctx context.Context, accountID int64) (string, error) {
-	return lookup(ctx, c.tokens, accountID)
+	return c.cat.AccessToken(ctx, accountID)
 }
 
 // location loads an IANA zone once; an unknown zone (the catalog refuses

@@ -30,7 +30,7 @@ func (c *flakyCatalog) MessagingAccount(ctx context.Context, id int64) (catalog.
 	return catalog.MessagingAccount{ID: id, Connected: true}, nil
 }
 
-// The dispatchers' catalog cache is pkg/ttlcache: an expired account still
+// The dispatchers' catalog cache is catalog.Cache: an expired account still
 // serves while the catalog cannot be read, and a key is loaded once however
 // many sends miss it at the same time.
 func TestCatalogCacheServesStaleAndSharesLoads(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/parleyhq/parley/pkg/backoff"
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
@@ -357,7 +358,7 @@ func (x *Dispatcher) retry(msg jetstream.Msg, err error, log *zap.Logger) {
 	if md, mdErr := msg.Metadata(); mdErr == nil {
 		n = md.NumDelivered
 	}
-	delay := min(time.Second<<min(n-1, 5), 30*time.Second)
+	delay := backoff.Exponential(time.Second, 30*time.Second, int(min(n, 64)))
 	log.Warn("expand batch; will retry", zap.Uint64("delivery", n), zap.Duration("delay", delay), zap.Error(err))
 	x.m.batches.WithLabelValues(string(x.lane), "retried").Inc()
 	_ = msg.NakWithDelay(delay)

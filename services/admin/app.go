@@ -18,11 +18,11 @@ import (
 	"github.com/parleyhq/parley/pkg/webhooks"
 	"github.com/parleyhq/parley/services/admin/internal/accounts"
 	"github.com/parleyhq/parley/services/admin/internal/adminapi"
+	"github.com/parleyhq/parley/services/admin/internal/batches"
 	"github.com/parleyhq/parley/services/admin/internal/config"
 	"github.com/parleyhq/parley/services/admin/internal/console"
 	"github.com/parleyhq/parley/services/admin/internal/credentials"
 	"github.com/parleyhq/parley/services/admin/internal/loginthrottle"
-	"github.com/parleyhq/parley/services/admin/internal/sends"
 )
 
 // sessionSweepInterval is how often expired console sessions are deleted.
@@ -42,24 +42,23 @@ type app struct {
 // of every key action, grace display and sign-in throttle (time.Now in
 // production). cleanup releases what was opened, in reverse order.
 func newApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func() time.Time) (*app, func(), error) {
-	var closers []func()
-	cleanup := func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
-	}
-	pool, err := store.Open(ctx, cfg.Postgres)
-	if err != nil {
-		return nil, cleanup, err
-	}
-	closers = append(closers, pool.Close)
-
-	nc, err := bus.Connect(cfg.NATS, "parley-admin")
-	if err != nil {
+	var closers ops.Closers
+	cleanup := closers.Close
+	fail := func(err error) (*app, func(), error) {
 		cleanup()
 		return nil, func() {}, err
 	}
-	closers = append(closers, func() { _ = nc.Drain() })
+	pool, err := store.Open(ctx, cfg.Postgres)
+	if err != nil {
+		return fail(err)
+	}
+	closers.Add(pool.Close)
+
+	nc, err := bus.Connect(cfg.NATS, "parley-admin")
+	if err != nil {
+		return fail(err)
+	}
+	closers.Add(func() { _ = nc.Drain() })
 
 	probe := ops.NewProbe(store.Check(pool), bus.Check(nc))
 	publishFailures := prometheus.NewCounter(prometheus.CounterOpts{
@@ -75,8 +74,7 @@ func newApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func() 
 		log, publishFailures)
 	box, err := secretbox.New(cfg.Token.Key)
 	if err != nil {
-		cleanup()
-		return nil, func() {}, err
+		return fail(err)
 	}
 	if cfg.Token.IsDevKey() {
 		log.Warn("PARLEY_TOKEN_KEY is not set: webhook signing secrets are sealed with the development key")
@@ -94,7 +92,7 @@ func newApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func() 
 			PerEmail: cfg.Console.LoginMaxFailuresPerEmail, PerIP: cfg.Console.LoginMaxFailuresPerIP, Window: cfg.Console.LoginFailureWindow,
 		}, now),
 		Credentials:       creds,
-		Sends:             sends.New(pool, now),
+		Sends:             batches.New(pool, now),
 		Webhooks:          hooks,
 		Sessions:          sessions,
 		Log:               log.Named("console"),
@@ -102,8 +100,7 @@ func newApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func() 
 		TrustForwardedFor: cfg.Console.TrustForwardedFor,
 	})
 	if err != nil {
-		cleanup()
-		return nil, func() {}, err
+		return fail(err)
 	}
 	if cfg.AdminToken == "" {
 		log.Warn("PARLEY_ADMIN_TOKEN is not set: the admin API answers 503")

@@ -35,14 +35,16 @@ var serviceBuilds struct {
 	bins map[string]func() (string, error)
 }
 
-// serviceBinary builds the service in ../<name> once per test binary.
-func serviceBinary(t *testing.T, name string) string {
+// serviceBinary builds the program in ../<pkg> (a service folder, or a
+// command of one) once per test binary.
+func serviceBinary(t *testing.T, pkg string) string {
 	t.Helper()
 	serviceBuilds.Lock()
 	if serviceBuilds.bins == nil {
 		serviceBuilds.bins = map[string]func() (string, error){}
 	}
-	build, ok := serviceBuilds.bins[name]
+	name := filepath.Base(pkg)
+	build, ok := serviceBuilds.bins[pkg]
 	if !ok {
 		build = sync.OnceValues(func() (string, error) {
 			dir, err := os.MkdirTemp("", "parley-admin-test-"+name+"-")
@@ -61,7 +63,7 @@ func serviceBinary(t *testing.T, name string) string {
 			}
 			return bin, nil
 		})
-		serviceBuilds.bins[name] = build
+		serviceBuilds.bins[pkg] = build
 	}
 	serviceBuilds.Unlock()
 	bin, err := build()
@@ -162,7 +164,7 @@ func TestConsoleSendsEndToEnd(t *testing.T) {
 	e.Clock.Set(time.Now().UTC())
 	ctx := context.Background()
 	gw := e.startGateway()
-	dispatcherBin := serviceBinary(t, "campaign-dispatcher")
+	dispatcherBin := serviceBinary(t, "dispatcher/cmd/campaign-dispatcher")
 	simBin := serviceBinary(t, "provider-sim")
 
 	// The gateway's account is served by provider-sim at 20 messages a

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/parleyhq/parley/services/admin/internal/sends"
+	"github.com/parleyhq/parley/services/admin/internal/batches"
 )
 
 // fixtureMsg is a message of a fixture batch: its state, and when it
@@ -268,7 +268,7 @@ func TestSendsTimeline(t *testing.T) {
 		{State: "failed", At: 15 * time.Second}, // waiting, then failed
 		{State: "sent", At: 40 * time.Second},   // the last change
 	})
-	st := sends.New(e.Pool, time.Now)
+	st := batches.New(e.Pool, time.Now)
 	ctx := context.Background()
 	b, err := st.Get(ctx, e.CompanyID, id)
 	if err != nil {

@@ -24,13 +24,12 @@ import (
 	"github.com/parleyhq/parley/pkg/record"
 	"github.com/parleyhq/parley/pkg/store"
 	"github.com/parleyhq/parley/pkg/ttlcache"
+	"github.com/parleyhq/parley/services/gateway/internal/accept"
 	"github.com/parleyhq/parley/services/gateway/internal/apidoc"
 	"github.com/parleyhq/parley/services/gateway/internal/auth"
 	"github.com/parleyhq/parley/services/gateway/internal/config"
-	"github.com/parleyhq/parley/services/gateway/internal/handoff"
 	"github.com/parleyhq/parley/services/gateway/internal/httpapi"
 	"github.com/parleyhq/parley/services/gateway/internal/idempotency"
-	"github.com/parleyhq/parley/services/gateway/internal/lookup"
 	"github.com/parleyhq/parley/services/gateway/internal/segments"
 	"github.com/parleyhq/parley/services/gateway/internal/sends"
 )
@@ -52,12 +51,8 @@ func newApp(ctx context.Context, cfg config.Config, log *zap.Logger) (*app, func
 
 // buildApp is newApp with the clock injected (tests move it).
 func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func() time.Time) (*app, func(), error) {
-	var closers []func()
-	cleanup := func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
-	}
+	var closers ops.Closers
+	cleanup := closers.Close
 	fail := func(err error) (*app, func(), error) {
 		cleanup()
 		return nil, func() {}, err
@@ -67,10 +62,10 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	if err != nil {
 		return fail(err)
 	}
-	closers = append(closers, pool.Close)
+	closers.Add(pool.Close)
 
 	rdb := ratelimit.NewRedisClient(cfg.Redis)
-	closers = append(closers, func() { _ = rdb.Close() })
+	closers.Add(func() { _ = rdb.Close() })
 
 	// No reconnect buffer: while NATS is away a publish fails at once (503)
 	// instead of waiting in memory and landing after the client gave up.
@@ -78,9 +73,9 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	if err != nil {
 		return fail(err)
 	}
-	closers = append(closers, func() { _ = nc.Drain() })
+	closers.Add(func() { _ = nc.Drain() })
 
-	pub, err := handoff.New(nc, cfg.NATS, handoff.Options{MaxPending: cfg.PublishMaxPending, Timeout: cfg.PublishTimeout,
+	pub, err := accept.New(nc, cfg.NATS, accept.Options{MaxPending: cfg.PublishMaxPending, Timeout: cfg.PublishTimeout,
 		GroupsInFlight: cfg.GroupsInFlight, GroupMaxBatches: cfg.GroupMaxBatches})
 	if err != nil {
 		return fail(err)
@@ -100,11 +95,11 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	if err != nil {
 		return fail(err)
 	}
-	closers = append(closers, limiter.Close)
+	closers.Add(limiter.Close)
 
 	cacheCfg := ttlcache.Config{TTL: cfg.CacheTTL, StaleIfError: cfg.CacheStaleIfError}
 	authn := auth.New(pool, auth.Config{Cache: cacheCfg, TouchEvery: time.Minute, FlushEvery: 10 * time.Second}, now, log)
-	cat := lookup.New(catalog.NewStore(pool, nil), cacheCfg, now)
+	cat := catalog.NewCache(catalog.NewStore(pool, nil), cacheCfg, now)
 	if _, err := bus.SubscribeInvalidations(nc, cfg.NATS, func(inv bus.Invalidation) {
 		authn.Invalidate(inv)
 		cat.Invalidate(inv)
@@ -113,7 +108,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	}
 	idem := idempotency.New(rdb, cfg.Redis.KeyPrefix, cfg.IdempotencyRetention, time.Minute)
 
-	records := sendRecords{pool: pool, pending: handoff.NewPending(pub.JetStream(), cfg.NATS), now: now}
+	records := sendRecords{pool: pool, pending: accept.NewPending(pub.JetStream(), cfg.NATS), now: now}
 	segs := segments.NewStore(pool, now)
 	if whatsapp.IsDevAppSecret(cfg.WebhookAppSecret) {
 		log.Warn("PARLEY_WEBHOOK_APP_SECRET is the local development secret: set the Meta app secret in production")
@@ -158,7 +153,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 // reads and updates it.
 type sendRecords struct {
 	pool    *pgxpool.Pool
-	pending *handoff.Pending
+	pending *accept.Pending
 	now     func() time.Time
 }
 

@@ -529,11 +529,11 @@ func TestBodyLimitsAndShapes(t *testing.T) {
 	wantDetail(t, g.do("GET", "/nope", "", nil), 404, "Not Found")
 }
 
-// A hand-off in doubt (the group was sent, no acknowledgement came) keeps
+// A publish in doubt (the group was sent, no acknowledgement came) keeps
 // its batch id under the Idempotency-Key; the retry is published alone
 // under that id, on the batch's own subject, and found there by GET
 // /api/batches/{id}.
-func TestDoubtfulHandOffRetriesUnderItsID(t *testing.T) {
+func TestDoubtfulPublishRetriesUnderItsID(t *testing.T) {
 	g := newGateway(t, gwOptions{})
 	co := g.provision("acme")
 	ctx := context.Background()
@@ -553,7 +553,7 @@ func TestDoubtfulHandOffRetriesUnderItsID(t *testing.T) {
 	}
 	raw, err := rdb.Get(ctx, keys[0]).Bytes()
 	if err != nil || json.Unmarshal(raw, &rec) != nil || rec.BatchID == "" {
-		t.Fatalf("the doubtful hand-off kept no batch id: %s %v", raw, err)
+		t.Fatalf("the doubtful publish kept no batch id: %s %v", raw, err)
 	}
 	if _, err := bus.EnsureStream(ctx, g.js, g.busCfg); err != nil {
 		t.Fatal(err)

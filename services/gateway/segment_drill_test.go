@@ -8,21 +8,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
-
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
 	"github.com/parleyhq/parley/pkg/contacts"
-	"github.com/parleyhq/parley/pkg/delivery/dispatchsvc"
-	"github.com/parleyhq/parley/pkg/envconfig"
-	"github.com/parleyhq/parley/pkg/record"
 	"github.com/parleyhq/parley/services/gateway/internal/segments"
 	"github.com/parleyhq/parley/testkit/drilltally"
+	"github.com/parleyhq/parley/testkit/serviceproc"
 )
 
 func envInt(t *testing.T, name string, def int) int {
@@ -182,33 +178,39 @@ segment drill: %d contacts, account throughput %d/s, provider latency %s (+ up t
 		completed.Sub(accepted).Round(time.Millisecond), st.Accepted, st.Recipients, st.DuplicateRecipients, st.Errors["130429"])
 }
 
-// startCampaignDispatcher runs the campaign dispatcher as its binary does
-// (pkg/delivery/dispatchsvc, with the binary's defaults: tuning, provider
-// client, its own pool and NATS connection) against the gateway's database,
-// stream and Redis, sending to providerURL.
+// startCampaignDispatcher runs the campaign dispatcher's program (built from
+// services/dispatcher, with its defaults: tuning, provider client, its own
+// pool and NATS connection) against the gateway's database, stream and
+// Redis, sending to providerURL; it is stopped, and must stop cleanly, when
+// the test ends.
 func startCampaignDispatcher(t *testing.T, g *gw, providerURL string) {
 	t.Helper()
-	cfg, err := envconfig.LoadEnviron[dispatchsvc.Config](nil)
+	bin := filepath.Join(t.TempDir(), "campaign-dispatcher")
+	if err := serviceproc.BuildService(context.Background(), "campaign-dispatcher", bin, os.Stderr); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := serviceproc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Postgres.URL = g.dbURL
-	cfg.NATS = g.busCfg
-	cfg.Redis = g.redis
-	cfg.Provider.BaseURL = providerURL
-	s, cleanup, err := dispatchsvc.New(context.Background(), record.LaneCampaign, "127.0.0.1:0", cfg,
-		zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	p, err := serviceproc.Start(context.Background(), serviceproc.Options{
+		Name: "campaign-dispatcher", Bin: bin, Probe: "http://" + addr + "/readyz",
+		Env: []string{
+			"PARLEY_CAMPAIGN_DISPATCHER_ADDR=" + addr,
+			"PARLEY_POSTGRES_URL=" + g.dbURL,
+			"PARLEY_NATS_URL=" + g.busCfg.URL, "PARLEY_NATS_STREAM=" + g.busCfg.Stream,
+			"PARLEY_NATS_SUBJECT_PREFIX=" + g.busCfg.Prefix,
+			"PARLEY_NATS_STREAM_REPLICAS=" + strconv.Itoa(g.busCfg.StreamReplicas),
+			"PARLEY_REDIS_ADDR=" + g.redis.Addr, "PARLEY_REDIS_KEY_PREFIX=" + g.redis.KeyPrefix,
+			"PARLEY_WHATSAPP_BASE_URL=" + providerURL,
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(runCtx) }()
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("campaign dispatcher: %v", err)
+		if err := p.Stop(); err != nil {
+			t.Errorf("campaign dispatcher: %v\n%s", err, p.Logs())
 		}
-		cleanup()
 	})
 }

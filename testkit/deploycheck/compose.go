@@ -194,10 +194,10 @@ func (c *Compose) CheckService(name string, cfg any) []error {
 		fail("has no build target: Parley services are built from a stage of deploy/docker/Dockerfile")
 		return errs
 	}
-	folder := svc.Build.Target
-	lv, ok := byName[ListenVar(folder)]
+	image := svc.Build.Target
+	lv, ok := byName[ListenVar(image)]
 	if !ok {
-		fail("%s has no %s: the listen address of services/%s must be configurable", cfgName, ListenVar(folder), folder)
+		fail("%s has no %s: the listen address of %s must be configurable", cfgName, ListenVar(image), image)
 		return errs
 	}
 	val, set := svc.Environment[lv.Name]
@@ -250,12 +250,12 @@ func (c *Compose) CheckService(name string, cfg any) []error {
 		fail("%v", err)
 		return errs
 	}
-	if _, ok := df.Stage(folder); !ok {
-		fail("build target %q is not a stage of its Dockerfile", folder)
+	if _, ok := df.Stage(image); !ok {
+		fail("build target %q is not a stage of its Dockerfile", image)
 		return errs
 	}
-	if in, ok := df.Find(folder, "EXPOSE"); !ok || !slices.Contains(strings.Fields(in.Args), port) {
-		fail("the Dockerfile stage %q does not EXPOSE %s, where the service listens", folder, port)
+	if in, ok := df.Find(image, "EXPOSE"); !ok || !slices.Contains(strings.Fields(in.Args), port) {
+		fail("the Dockerfile stage %q does not EXPOSE %s, where the service listens", image, port)
 	}
 
 	hc := svc.HealthCheck
@@ -268,8 +268,8 @@ func (c *Compose) CheckService(name string, cfg any) []error {
 		fail("healthcheck %q: want [CMD %s http://127.0.0.1:%s/readyz] (the image has no shell)", []string(t), HealthcheckBinary, port)
 		return errs
 	}
-	if !df.Copies(folder, "", HealthcheckBinary) {
-		fail("the Dockerfile stage %q does not install %s", folder, HealthcheckBinary)
+	if !df.Copies(image, "", HealthcheckBinary) {
+		fail("the Dockerfile stage %q does not install %s", image, HealthcheckBinary)
 	}
 	u, err := url.Parse(t[2])
 	if err != nil || u.Scheme != "http" {

@@ -59,10 +59,12 @@ func ServiceFolders(root string) ([]string, error) {
 	return names, nil
 }
 
-// ListenVar is the variable that holds a service's listen address, by the
-// convention every service follows: PARLEY_GATEWAY_ADDR for services/gateway.
-func ListenVar(folder string) string {
-	return "PARLEY_" + strings.ToUpper(strings.ReplaceAll(folder, "-", "_")) + "_ADDR"
+// ListenVar is the variable that holds the listen address of the program an
+// image runs, by the convention every service follows: PARLEY_GATEWAY_ADDR
+// for the gateway image, PARLEY_CAMPAIGN_DISPATCHER_ADDR for the
+// campaign-dispatcher image.
+func ListenVar(image string) string {
+	return "PARLEY_" + strings.ToUpper(strings.ReplaceAll(image, "-", "_")) + "_ADDR"
 }
 
 // listenPort is the port of the listen address a service gets with the

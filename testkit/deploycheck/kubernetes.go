@@ -184,18 +184,18 @@ type Probe struct {
 	} `yaml:"httpGet"`
 }
 
-// Folder is the services/ folder whose image the container runs, by the
-// image naming convention parley/<folder>[:tag].
-func (c Container) Folder() string {
+// Service is the Parley image the container runs (Images), by the image
+// naming convention parley/<name>[:tag]; empty for any other image.
+func (c Container) Service() string {
 	name, _, _ := strings.Cut(c.Image, "@")
 	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
 		name = name[:i]
 	}
-	folder, ok := strings.CutPrefix(name, "parley/")
+	service, ok := strings.CutPrefix(name, "parley/")
 	if !ok {
 		return ""
 	}
-	return folder
+	return service
 }
 
 // Workload returns the Deployment or Job called name and its only container.
@@ -372,10 +372,9 @@ func (k *Kubernetes) CheckWorkload(name string, cfg any) []error {
 		return errs
 	}
 
-	folder := c.Folder()
-	lv, ok := byName[ListenVar(folder)]
+	lv, ok := byName[ListenVar(c.Service())]
 	if !ok {
-		fail("runs image %q, but %s has no %s", c.Image, cfgName, ListenVar(folder))
+		fail("runs image %q, but %s has no %s", c.Image, cfgName, ListenVar(c.Service()))
 		return errs
 	}
 	val, set := value(lv)

@@ -48,7 +48,7 @@ func TestCheckWorkload(t *testing.T) {
 	}
 }
 
-func TestContainerFolder(t *testing.T) {
+func TestContainerService(t *testing.T) {
 	for image, want := range map[string]string{
 		"parley/gateway":                    "gateway",
 		"parley/gateway:1.4":                "gateway",
@@ -57,8 +57,8 @@ func TestContainerFolder(t *testing.T) {
 		"nats:2.10":                         "",
 		"parley/campaign-dispatcher:latest": "campaign-dispatcher",
 	} {
-		if got := (Container{Image: image}).Folder(); got != want {
-			t.Errorf("Folder(%q) = %q, want %q", image, got, want)
+		if got := (Container{Image: image}).Service(); got != want {
+			t.Errorf("Service(%q) = %q, want %q", image, got, want)
 		}
 	}
 }

@@ -20,22 +20,94 @@ import (
 )
 
 // MissingBinaryError is a compose service or Kubernetes workload that runs a
-// program its image does not contain: no main package builds it.
+// program its image does not contain: no main package of the image's folder
+// builds it, or the image holds one command and it is another.
 type MissingBinaryError struct {
 	Where  string // "compose service migrate", "kubernetes Job migrate"
 	Binary string
-	Folder string
+	Image  Image
 }
 
 func (e *MissingBinaryError) Error() string {
+	if e.Image.Copy != wholeFolder(e.Image.Folder) {
+		return fmt.Sprintf("%s runs %s, but the image %s holds only %s (services/%s/cmd/%s)",
+			e.Where, e.Binary, e.Image.Name, e.Image.Name, e.Image.Folder, e.Image.Name)
+	}
 	return fmt.Sprintf("%s runs %s, but services/%s has no main package that builds it (services/%s/cmd/%s)",
-		e.Where, e.Binary, e.Folder, e.Folder, e.Binary)
+		e.Where, e.Binary, e.Image.Folder, e.Image.Folder, e.Binary)
+}
+
+// Image is one Parley image: a stage of deploy/docker/Dockerfile, the build
+// target of a compose service and parley/<Name> in deploy/k8s, all named
+// Name, whose ENTRYPOINT is the program Name, built from the module in
+// services/<Folder>.
+type Image struct {
+	Name   string
+	Folder string
+	// Copy is what the stage copies from the build stage, which puts every
+	// program of services/<folder> in /out/<folder>/: all of them
+	// (/out/<folder>/) for a folder whose root is the program (admin's
+	// parleyctl rides along), only /out/<folder>/<name> for one command of a
+	// folder with several.
+	Copy string
+}
+
+func wholeFolder(folder string) string { return "/out/" + folder + "/" }
+
+// Images lists the images that the services/ folders build. A folder whose
+// root package is a program is one image, named for the folder. A folder
+// whose root is not (services/dispatcher, one module with a command per
+// lane) is one image per command, cmd/<name>, named for the command: the
+// lanes keep their own images, compose services and workloads.
+func Images(root string) ([]Image, error) {
+	folders, err := ServiceFolders(root)
+	if err != nil {
+		return nil, err
+	}
+	var images []Image
+	for _, f := range folders {
+		if buildsBinary(root, f, f) {
+			images = append(images, Image{Name: f, Folder: f, Copy: wholeFolder(f)})
+			continue
+		}
+		cmds, err := filepath.Glob(filepath.Join(root, "services", f, "cmd", "*"))
+		if err != nil {
+			return nil, err
+		}
+		n := len(images)
+		for _, c := range cmds {
+			if name := filepath.Base(c); buildsBinary(root, f, name) {
+				images = append(images, Image{Name: name, Folder: f, Copy: wholeFolder(f) + name})
+			}
+		}
+		if len(images) == n {
+			return nil, fmt.Errorf("services/%s builds no program: no main package at its root or in cmd/*", f)
+		}
+	}
+	return images, nil
+}
+
+// holds reports whether the image contains the program bin.
+func (img Image) holds(root, bin string) bool {
+	if img.Copy == wholeFolder(img.Folder) {
+		return buildsBinary(root, img.Folder, bin)
+	}
+	return bin == img.Name
+}
+
+func findImage(images []Image, name string) (Image, bool) {
+	for _, img := range images {
+		if img.Name == name {
+			return img, true
+		}
+	}
+	return Image{}, false
 }
 
 // Project names what CheckProject cannot know from the files.
 type Project struct {
-	// NotDeployed lists the services/ folders that deploy/k8s leaves out on
-	// purpose, with the reason.
+	// NotDeployed lists the images that deploy/k8s leaves out on purpose,
+	// with the reason.
 	NotDeployed map[string]string
 }
 
@@ -46,17 +118,17 @@ const (
 
 // CheckProject checks what ties the deployment files to the repository
 // rather than to one service's configuration:
-//   - every services/ folder has a Dockerfile stage of its name that copies
-//     its binaries from the build stage and runs its binary, and a compose
-//     service of its name built from that stage;
+//   - every image of the services/ folders (Images) has a Dockerfile stage
+//     of its name that copies its binaries from the build stage and runs its
+//     program, and a compose service of its name built from that stage;
 //   - every compose service that is built comes from deploy/docker/Dockerfile
-//     at the repository root, from a stage named for a services/ folder;
-//   - every program a compose service or Kubernetes workload runs is built
-//     by that folder's module (errors of type *MissingBinaryError);
+//     at the repository root, from a stage named for an image;
+//   - every program a compose service or Kubernetes workload runs is in its
+//     image (errors of type *MissingBinaryError);
 //   - every folder has internal/config/compose_test.go, and the compose
 //     services and Kubernetes workloads that ComposeService and
-//     KubernetesWorkload check there are exactly those built from it;
-//   - deploy/k8s lists all its files, deploys every folder but the
+//     KubernetesWorkload check there are exactly those built from its images;
+//   - deploy/k8s lists all its files, deploys every image but the
 //     NotDeployed ones, and scales each dispatcher with a KEDA ScaledObject
 //     on the lag of every JetStream consumer its lane declares
 //     (delivery.Consumers);
@@ -66,6 +138,10 @@ func CheckProject(root string, p Project) []error {
 	var errs []error
 	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	folders, err := ServiceFolders(root)
+	if err != nil {
+		return []error{err}
+	}
+	images, err := Images(root)
 	if err != nil {
 		return []error{err}
 	}
@@ -84,23 +160,21 @@ func CheckProject(root string, p Project) []error {
 	tested, testErrs := testedNames(root, folders)
 	errs = append(errs, testErrs...)
 
-	for _, f := range folders {
-		if _, ok := df.Stage(f); !ok {
-			fail("%s has no stage %q: services/%s is never built into an image", dockerfilePath, f, f)
+	for _, img := range images {
+		name := img.Name
+		if _, ok := df.Stage(name); !ok {
+			fail("%s has no stage %q: services/%s is never built into an image", dockerfilePath, name, img.Folder)
 		} else {
-			if !df.Copies(f, "/out/"+f+"/", "/usr/local/bin/") {
-				fail("%s stage %q does not COPY --from=build /out/%s/ /usr/local/bin/", dockerfilePath, f, f)
+			if !df.Copies(name, img.Copy, "/usr/local/bin/") {
+				fail("%s stage %q does not COPY --from=build %s /usr/local/bin/", dockerfilePath, name, img.Copy)
 			}
-			want := fmt.Sprintf(`["/usr/local/bin/%s"]`, f)
-			if in, ok := df.Find(f, "ENTRYPOINT"); !ok || in.Args != want {
-				fail("%s stage %q: want ENTRYPOINT %s", dockerfilePath, f, want)
+			want := fmt.Sprintf(`["/usr/local/bin/%s"]`, name)
+			if in, ok := df.Find(name, "ENTRYPOINT"); !ok || in.Args != want {
+				fail("%s stage %q: want ENTRYPOINT %s", dockerfilePath, name, want)
 			}
 		}
-		if !buildsBinary(root, f, f) {
-			fail("services/%s has no main package at its root", f)
-		}
-		if s, ok := compose.Project.Services[f]; !ok || s.Build == nil || s.Build.Target != f {
-			fail("docker-compose.yml has no service %q built from target %q", f, f)
+		if s, ok := compose.Project.Services[name]; !ok || s.Build == nil || s.Build.Target != name {
+			fail("docker-compose.yml has no service %q built from target %q", name, name)
 		}
 	}
 
@@ -117,18 +191,19 @@ func CheckProject(root string, p Project) []error {
 			fail("%s: dockerfile %q, want %s", where, s.Build.Dockerfile, dockerfilePath)
 		}
 		target := s.Build.Target
-		if !slices.Contains(folders, target) {
-			fail("%s: build target %q is no folder of services/", where, target)
+		img, ok := findImage(images, target)
+		if !ok {
+			fail("%s: build target %q is no image of services/ (a folder, or a command of one)", where, target)
 			continue
 		}
 		if got, ok := tested["ComposeService"][name]; !ok {
-			fail("%s: no deploycheck.ComposeService(t, %q, ...) in services/%s/%s", where, name, target, serviceTestFile)
-		} else if got != target {
-			fail("%s: checked in services/%s, but built from target %q", where, got, target)
+			fail("%s: no deploycheck.ComposeService(t, %q, ...) in services/%s/%s", where, name, img.Folder, serviceTestFile)
+		} else if got != img.Folder {
+			fail("%s: checked in services/%s, but built from target %q of services/%s", where, got, target, img.Folder)
 		}
 		if len(s.Entrypoint) > 0 {
-			if bin := path.Base(s.Entrypoint[0]); !buildsBinary(root, target, bin) {
-				errs = append(errs, &MissingBinaryError{Where: where, Binary: bin, Folder: target})
+			if bin := path.Base(s.Entrypoint[0]); !img.holds(root, bin) {
+				errs = append(errs, &MissingBinaryError{Where: where, Binary: bin, Image: img})
 			}
 		}
 	}
@@ -138,12 +213,12 @@ func CheckProject(root string, p Project) []error {
 		}
 	}
 
-	errs = append(errs, checkKubernetes(root, k8s, folders, tested["KubernetesWorkload"], p)...)
+	errs = append(errs, checkKubernetes(root, k8s, images, tested["KubernetesWorkload"], p)...)
 	errs = append(errs, checkNATS(root, compose, k8s)...)
 	return errs
 }
 
-func checkKubernetes(root string, k *Kubernetes, folders []string, tested map[string]string, p Project) []error {
+func checkKubernetes(root string, k *Kubernetes, images []Image, tested map[string]string, p Project) []error {
 	var errs []error
 	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf("kubernetes: "+format, a...)) }
 	files, err := filepath.Glob(filepath.Join(k.Dir, "*.yaml"))
@@ -167,22 +242,22 @@ func checkKubernetes(root string, k *Kubernetes, folders []string, tested map[st
 			continue
 		}
 		c := w.Spec.Template.Spec.Containers[0]
-		folder := c.Folder()
-		if !slices.Contains(folders, folder) {
-			fail("%s runs image %q, not parley/<a folder of services/>", where, c.Image)
+		img, ok := findImage(images, c.Service())
+		if !ok {
+			fail("%s runs image %q, not parley/<an image of services/>", where, c.Image)
 			continue
 		}
 		if o.Kind == "Deployment" {
-			deployed[folder] = true
+			deployed[img.Name] = true
 		}
 		if got, ok := tested[o.Name]; !ok {
-			fail("%s: no deploycheck.KubernetesWorkload(t, %q, ...) in services/%s/%s", where, o.Name, folder, serviceTestFile)
-		} else if got != folder {
-			fail("%s: checked in services/%s, but runs image %q", where, got, c.Image)
+			fail("%s: no deploycheck.KubernetesWorkload(t, %q, ...) in services/%s/%s", where, o.Name, img.Folder, serviceTestFile)
+		} else if got != img.Folder {
+			fail("%s: checked in services/%s, but runs image %q of services/%s", where, got, c.Image, img.Folder)
 		}
 		if len(c.Command) > 0 {
-			if bin := path.Base(c.Command[0]); !buildsBinary(root, folder, bin) {
-				errs = append(errs, &MissingBinaryError{Where: "kubernetes " + where, Binary: bin, Folder: folder})
+			if bin := path.Base(c.Command[0]); !img.holds(root, bin) {
+				errs = append(errs, &MissingBinaryError{Where: "kubernetes " + where, Binary: bin, Image: img})
 			}
 		}
 		if strings.HasSuffix(o.Name, "-dispatcher") {
@@ -192,9 +267,9 @@ func checkKubernetes(root string, k *Kubernetes, folders []string, tested map[st
 			errs = append(errs, checkScaledObject(k, o.Name)...)
 		}
 	}
-	for _, f := range folders {
-		if _, skip := p.NotDeployed[f]; !deployed[f] && !skip {
-			fail("no Deployment runs parley/%s", f)
+	for _, img := range images {
+		if _, skip := p.NotDeployed[img.Name]; !deployed[img.Name] && !skip {
+			fail("no Deployment runs parley/%s", img.Name)
 		}
 	}
 	for _, name := range sortedKeys(tested) {

@@ -47,6 +47,23 @@ func TestCheckProjectFindsDrift(t *testing.T) {
 			"services/widget has no internal/config/compose_test.go",
 			"no Deployment runs parley/widget",
 		}},
+		{"new command of the dispatcher without deployment", func(t *testing.T, root string) {
+			write(t, root, "services/dispatcher/cmd/batch-dispatcher/main.go", "package main\n\nfunc main() {}\n")
+		}, []string{
+			`deploy/docker/Dockerfile has no stage "batch-dispatcher": services/dispatcher is never built`,
+			`docker-compose.yml has no service "batch-dispatcher"`,
+			"no Deployment runs parley/batch-dispatcher",
+		}},
+		{"service module that builds no program", func(t *testing.T, root string) {
+			write(t, root, "services/widget/go.mod", "module example.com/widget\n")
+			write(t, root, "services/widget/widget.go", "package widget\n")
+		}, []string{"services/widget builds no program"}},
+		{"dispatcher stage that copies the other lane's binary", func(t *testing.T, root string) {
+			edit(t, root, "deploy/docker/Dockerfile", "COPY --from=build /out/dispatcher/campaign-dispatcher ", "COPY --from=build /out/dispatcher/automation-dispatcher ")
+		}, []string{`stage "campaign-dispatcher" does not COPY --from=build /out/dispatcher/campaign-dispatcher /usr/local/bin/`}},
+		{"workload that runs the other lane's command", func(t *testing.T, root string) {
+			edit(t, root, "docker-compose.yml", "image: parley/automation-dispatcher:dev\n", "image: parley/automation-dispatcher:dev\n    entrypoint: [\"campaign-dispatcher\"]\n")
+		}, []string{"compose service automation-dispatcher runs campaign-dispatcher, but the image automation-dispatcher holds only automation-dispatcher"}},
 		{"stage that runs the wrong binary", func(t *testing.T, root string) {
 			edit(t, root, "deploy/docker/Dockerfile", `ENTRYPOINT ["/usr/local/bin/gateway"]`, `ENTRYPOINT ["/usr/local/bin/gw"]`)
 		}, []string{`stage "gateway": want ENTRYPOINT ["/usr/local/bin/gateway"]`}},

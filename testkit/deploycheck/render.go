@@ -71,7 +71,7 @@ func CheckRendered(base, rendered *Kubernetes, namespace string) []error {
 			fail("%s is in namespace %q, want %q", key(o), meta.Metadata.Namespace, namespace)
 		}
 		for _, c := range meta.Spec.Template.Spec.Containers {
-			if c.Folder() != "" && imageTag(c.Image) == "" {
+			if c.Service() != "" && imageTag(c.Image) == "" {
 				fail("%s runs %q without a tag", key(o), c.Image)
 			}
 		}

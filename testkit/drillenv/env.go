@@ -1,11 +1,10 @@
 // Package drillenv is the environment of the drills and the delivery
-// benchmarks that run the real binaries (go test -tags drill|bench in
-// services/campaign-dispatcher, services/automation-dispatcher and, for
-// the cluster drill, services/gateway): the binaries (built once by Main),
-// an embedded NATS (or the drill's own), the local Redis under a key prefix
-// of their own, a fresh database (or a private PostgreSQL cluster,
-// StartPrivatePG) and provider-sim, with the helpers that publish as the
-// gateway does and count at the provider.
+// benchmarks that run the real binaries (go test -tags drill|bench): the
+// binaries of the dispatcher's two commands and of provider-sim (built once
+// by Main), an embedded NATS (or the drill's own), the local Redis under a
+// key prefix of their own, a fresh database (or a private PostgreSQL
+// cluster, StartPrivatePG) and a running provider-sim, with the helpers that
+// publish as the gateway does and count at the provider.
 package drillenv
 
 import (

@@ -25,7 +25,9 @@ import (
 )
 
 // Build compiles the main package in dir (a service's module directory,
-// such as services/gateway) into the file out, with the go command on PATH.
+// such as services/gateway, or one of its commands, such as
+// services/dispatcher/cmd/campaign-dispatcher) into the file out, with the
+// go command on PATH.
 // The build's output goes to log.
 func Build(ctx context.Context, dir, out string, log io.Writer) error {
 	abs, err := filepath.Abs(dir)
@@ -45,8 +47,8 @@ func Build(ctx context.Context, dir, out string, log io.Writer) error {
 // folder of each one's main package, from the repository's root.
 var programs = map[string]string{
 	"admin":                 "services/admin",
-	"automation-dispatcher": "services/automation-dispatcher",
-	"campaign-dispatcher":   "services/campaign-dispatcher",
+	"automation-dispatcher": "services/dispatcher/cmd/automation-dispatcher",
+	"campaign-dispatcher":   "services/dispatcher/cmd/campaign-dispatcher",
 	"gateway":               "services/gateway",
 	"parleyctl":             "services/admin/cmd/parleyctl",
 	"provider-sim":          "services/provider-sim",

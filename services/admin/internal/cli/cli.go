@@ -29,6 +29,7 @@ import (
 
 	"github.com/parleyhq/parley/pkg/apikey"
 	"github.com/parleyhq/parley/pkg/catalog"
+	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/pkg/store"
 )
@@ -64,7 +65,7 @@ func (e failure) Unwrap() error { return e.err }
 // environment environ, and returns the exit code.
 func Main(ctx context.Context, args, environ []string, stdio IO) int {
 	e := &env{io: stdio, environ: environ}
-	defer e.close()
+	defer e.closers.Close()
 	root := newRoot(e)
 	root.SetArgs(args)
 	root.SetIn(stdio.In)
@@ -97,16 +98,10 @@ type env struct {
 	dbURL   string
 	natsURL string
 
-	cfg      Config
-	loaded   bool
-	pool     *pgxpool.Pool
-	closeFns []func()
-}
-
-func (e *env) close() {
-	for i := len(e.closeFns) - 1; i >= 0; i-- {
-		e.closeFns[i]()
-	}
+	cfg     Config
+	loaded  bool
+	pool    *pgxpool.Pool
+	closers ops.Closers
 }
 
 // config loads the configuration once; flags given on the command line win
@@ -150,7 +145,7 @@ func (e *env) db(ctx context.Context) (*pgxpool.Pool, error) {
 		return nil, err
 	}
 	e.pool = pool
-	e.closeFns = append(e.closeFns, pool.Close)
+	e.closers.Add(pool.Close)
 	return pool, nil
 }
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/parleyhq/parley/services/admin/internal/sends"
+	"github.com/parleyhq/parley/services/admin/internal/batches"
 )
 
 // The console draws its charts on the server as inline SVG: no script, no
@@ -44,7 +44,7 @@ var barOrder = []string{"read", "delivered", "sent", "sending", "queued", "sched
 
 // progressBar draws a batch's messages by state as one horizontal bar, with
 // the same counts said in its title for screen readers and tooltips.
-func progressBar(b sends.Batch) template.HTML {
+func progressBar(b batches.Batch) template.HTML {
 	const w, h = 200.0, 10.0
 	total := 0
 	for _, n := range b.Counts {
@@ -82,7 +82,7 @@ func progressBar(b sends.Batch) template.HTML {
 
 // timelineChart draws a batch's states over time as stacked areas: at each
 // moment, how many messages were in each state.
-func timelineChart(tl sends.Timeline) template.HTML {
+func timelineChart(tl batches.Timeline) template.HTML {
 	const (
 		width, height         = 720.0, 260.0
 		left, right, top, bot = 52.0, 12.0, 12.0, 28.0
@@ -103,7 +103,7 @@ func timelineChart(tl sends.Timeline) template.HTML {
 	if len(tl.Counts) > 0 && max > 0 {
 		var parts []string
 		lastCounts := tl.Counts[len(tl.Counts)-1]
-		for _, st := range sends.TimelineStates {
+		for _, st := range batches.TimelineStates {
 			if n := lastCounts[st]; n > 0 {
 				parts = append(parts, fmt.Sprintf("%s %d", styleOf(st).Label, n))
 			}

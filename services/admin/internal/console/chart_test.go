@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parleyhq/parley/services/admin/internal/sends"
+	"github.com/parleyhq/parley/services/admin/internal/batches"
 )
 
 func TestProgressBar(t *testing.T) {
-	svg := string(progressBar(sends.Batch{Counts: map[string]int{"delivered": 3, "failed": 1}}))
+	svg := string(progressBar(batches.Batch{Counts: map[string]int{"delivered": 3, "failed": 1}}))
 	re := regexp.MustCompile(`<rect class="seg seg-([a-z_]+)" x="([0-9.]+)" width="([0-9.]+)"`)
 	segs := re.FindAllStringSubmatch(svg, -1)
 	if len(segs) != 2 || segs[0][1] != "delivered" || segs[1][1] != "failed" {
@@ -26,14 +26,14 @@ func TestProgressBar(t *testing.T) {
 	if !strings.Contains(svg, `aria-label="Delivered 3, Failed 1"`) || strings.Contains(svg, "style=") {
 		t.Fatalf("bar %s", svg)
 	}
-	if empty := string(progressBar(sends.Batch{})); strings.Contains(empty, "seg") || !strings.Contains(empty, "No messages yet") {
+	if empty := string(progressBar(batches.Batch{})); strings.Contains(empty, "seg") || !strings.Contains(empty, "No messages yet") {
 		t.Fatalf("empty bar %s", empty)
 	}
 }
 
 func TestTimelineChart(t *testing.T) {
 	t0 := time.Date(2025, 6, 2, 9, 0, 0, 0, time.UTC)
-	tl := sends.Timeline{Start: t0, End: t0.Add(2 * time.Minute),
+	tl := batches.Timeline{Start: t0, End: t0.Add(2 * time.Minute),
 		At:     []time.Time{t0, t0.Add(time.Minute), t0.Add(2 * time.Minute)},
 		Counts: []map[string]int{{"waiting": 4}, {"waiting": 2, "sent": 2}, {"delivered": 3, "failed": 1}}}
 	svg := string(timelineChart(tl))
@@ -51,7 +51,7 @@ func TestTimelineChart(t *testing.T) {
 	if m == nil || !strings.Contains(m[1], "708.0,67.0") { // x = 52+656, y = 12 + 220 - 220*3/4
 		t.Errorf("delivered area points %v", m)
 	}
-	if empty := string(timelineChart(sends.Timeline{})); !strings.Contains(empty, "No messages yet") || strings.Contains(empty, "polygon") {
+	if empty := string(timelineChart(batches.Timeline{})); !strings.Contains(empty, "No messages yet") || strings.Contains(empty, "polygon") {
 		t.Errorf("empty chart %s", empty)
 	}
 }

@@ -50,9 +50,9 @@ import (
 
 	"github.com/parleyhq/parley/pkg/webhooks"
 	"github.com/parleyhq/parley/services/admin/internal/accounts"
+	"github.com/parleyhq/parley/services/admin/internal/batches"
 	"github.com/parleyhq/parley/services/admin/internal/credentials"
 	"github.com/parleyhq/parley/services/admin/internal/loginthrottle"
-	"github.com/parleyhq/parley/services/admin/internal/sends"
 )
 
 //go:embed templates/*.html
@@ -74,7 +74,7 @@ type Deps struct {
 	Users       *accounts.Store
 	Throttle    *loginthrottle.Throttle
 	Credentials *credentials.Service
-	Sends       *sends.Store
+	Sends       *batches.Store
 	Webhooks    *webhooks.Store
 	Sessions    *scs.SessionManager
 	Log         *zap.Logger

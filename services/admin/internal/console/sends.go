@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parleyhq/parley/pkg/record"
-	"github.com/parleyhq/parley/services/admin/internal/sends"
+	"github.com/parleyhq/parley/services/admin/internal/batches"
 )
 
 const (
@@ -24,7 +24,7 @@ const (
 
 // sendsView is the Sends page.
 type sendsView struct {
-	Batches   []sends.Batch
+	Batches   []batches.Batch
 	CanCancel bool
 	// Older is the query string of the next page, "" on the last.
 	Older string
@@ -32,7 +32,7 @@ type sendsView struct {
 
 // batchView is one batch's page.
 type batchView struct {
-	Batch     sends.Batch
+	Batch     batches.Batch
 	Bar       template.HTML
 	Chart     template.HTML
 	States    []stateCount
@@ -49,8 +49,8 @@ type stateCount struct {
 func (c *Console) sendsPage(w http.ResponseWriter, r *http.Request) {
 	u := currentUser(r.Context())
 	before := r.URL.Query().Get("before")
-	batches, more, err := c.Sends.Recent(r.Context(), u.CompanyID, before, sendsPerPage)
-	if errors.Is(err, sends.ErrNotFound) {
+	recent, more, err := c.Sends.Recent(r.Context(), u.CompanyID, before, sendsPerPage)
+	if errors.Is(err, batches.ErrNotFound) {
 		c.renderError(w, r, http.StatusBadRequest, "Page not found", "This list position is not valid. Open the Sends page again.")
 		return
 	}
@@ -58,18 +58,18 @@ func (c *Console) sendsPage(w http.ResponseWriter, r *http.Request) {
 		c.serverError(w, r, err)
 		return
 	}
-	v := sendsView{Batches: batches, CanCancel: u.IsAdmin()}
+	v := sendsView{Batches: recent, CanCancel: u.IsAdmin()}
 	if more {
-		v.Older = "?before=" + batches[len(batches)-1].ID
+		v.Older = "?before=" + recent[len(recent)-1].ID
 	}
 	c.renderPage(w, r, http.StatusOK, c.pages.sends, "Sends", "sends", v)
 }
 
 // loadBatch finds the company's batch named in the path, or answers 404.
-func (c *Console) loadBatch(w http.ResponseWriter, r *http.Request) (sends.Batch, bool) {
+func (c *Console) loadBatch(w http.ResponseWriter, r *http.Request) (batches.Batch, bool) {
 	u := currentUser(r.Context())
 	b, err := c.Sends.Get(r.Context(), u.CompanyID, r.PathValue("batchID"))
-	if errors.Is(err, sends.ErrNotFound) {
+	if errors.Is(err, batches.ErrNotFound) {
 		c.renderError(w, r, http.StatusNotFound, "Send not found", "Your company has no send with this id.")
 		return b, false
 	}
@@ -102,7 +102,7 @@ func (c *Console) batchPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := batchView{Batch: b, Bar: progressBar(b), Chart: timelineChart(tl), Problems: problems.Messages, CanCancel: u.IsAdmin()}
-	for _, st := range sends.States {
+	for _, st := range batches.States {
 		if n := b.Counts[st]; n > 0 {
 			s := styleOf(st)
 			v.States = append(v.States, stateCount{State: st, Label: s.Label, Color: s.Color, Count: n})
@@ -126,7 +126,7 @@ func (c *Console) cancelConfirmPage(w http.ResponseWriter, r *http.Request) {
 	}
 	waiting := 0
 	for st, n := range b.Counts {
-		if sends.Waiting(st) {
+		if batches.Waiting(st) {
 			waiting += n
 		}
 	}
@@ -134,7 +134,7 @@ func (c *Console) cancelConfirmPage(w http.ResponseWriter, r *http.Request) {
 }
 
 type cancelView struct {
-	Batch   sends.Batch
+	Batch   batches.Batch
 	Waiting int
 }
 
@@ -153,7 +153,7 @@ func (c *Console) cancelBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	u := currentUser(r.Context())
 	res, err := c.Sends.Cancel(r.Context(), u.CompanyID, id)
-	if errors.Is(err, sends.ErrNotFound) {
+	if errors.Is(err, batches.ErrNotFound) {
 		c.renderError(w, r, http.StatusNotFound, "Send not found", "Your company has no send with this id.")
 		return
 	}

@@ -36,7 +36,7 @@ type Config struct {
 	PublishMaxPending int `env:"PARLEY_GATEWAY_PUBLISH_MAX_PENDING" envDefault:"4096"`
 	// GroupsInFlight is how many stream messages of one kind of batch may
 	// await their acknowledgement at once; batches accepted meanwhile go
-	// together in the next (the group commit, package handoff). 1 makes the
+	// together in the next (the group commit, package accept). 1 makes the
 	// largest groups; a lone request never waits for a group.
 	GroupsInFlight int `env:"PARLEY_GATEWAY_GROUPS_IN_FLIGHT" envDefault:"2"`
 	// GroupMaxBatches caps the batches of one stream message (it is also

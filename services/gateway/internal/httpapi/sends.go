@@ -157,7 +157,7 @@ func accept[T any](h *handlers, c *gin.Context, route Route,
 	case errors.As(err, &cfgErr):
 		abortProblems(c, fromSends(cfgErr.Problems))
 	case errors.Is(err, sends.ErrUnavailable):
-		h.log.Warn("hand-off failed; answered 503", zap.String("route", route.Name), zap.Error(err))
+		h.log.Warn("publish to the stream failed; answered 503", zap.String("route", route.Name), zap.Error(err))
 		if claim != nil && acc.BatchID != "" {
 			// The stream may hold the batch: a retry publishes the same id.
 			settled = true

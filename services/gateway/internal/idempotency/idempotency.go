@@ -11,7 +11,7 @@
 //
 // The body's fingerprint is SHA-256 of its exact bytes. A request that failed
 // with a 4xx releases the key so that the client can correct it; a request
-// whose hand-off ended in doubt (the stream may have stored the batch without
+// whose publish ended in doubt (the stream may have stored the batch without
 // acknowledging it) keeps its batch id, and the retry publishes that same id
 // again, which JetStream de-duplicates.
 package idempotency
@@ -35,7 +35,7 @@ type Decision int
 
 // Decisions of Begin.
 const (
-	// Proceed: the key is new (or resumed after a doubtful hand-off); the
+	// Proceed: the key is new (or resumed after a doubtful publish); the
 	// request is now in flight under it.
 	Proceed Decision = iota + 1
 	// Replay: the key completed with the same body; answer Record again.
@@ -134,7 +134,7 @@ type Claim struct {
 	redisKey string
 	token    string
 	fp       string
-	// BatchID is set when resuming a doubtful hand-off: publish it again.
+	// BatchID is set when resuming a doubtful publish: publish it again.
 	BatchID string
 }
 
@@ -200,7 +200,7 @@ func (s *Store) CompleteAnswer(ctx context.Context, c *Claim, status int, body [
 	return s.finish(ctx, c, string(rec))
 }
 
-// Doubt keeps the batch id of a hand-off that may or may not have landed, so
+// Doubt keeps the batch id of a publish that may or may not have landed, so
 // that a retry publishes the same id again.
 func (s *Store) Doubt(ctx context.Context, c *Claim, batchID string) error {
 	rec, _ := json.Marshal(Record{State: "unknown", Fingerprint: c.fp, BatchID: batchID})

@@ -89,7 +89,7 @@ func TestReleaseAndDoubt(t *testing.T) {
 	if d, _, _, _ := s.Begin(ctx, 1, "r", "k", fp); d != idempotency.Busy {
 		t.Fatalf("stale claim overwrote the record: %v", d)
 	}
-	// A doubtful hand-off keeps its batch id for the retry.
+	// A doubtful publish keeps its batch id for the retry.
 	if err := s.Doubt(ctx, c2, "b-doubt"); err != nil {
 		t.Fatal(err)
 	}

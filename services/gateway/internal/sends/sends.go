@@ -17,7 +17,7 @@ import (
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/phone"
-	"github.com/parleyhq/parley/services/gateway/internal/handoff"
+	"github.com/parleyhq/parley/services/gateway/internal/accept"
 )
 
 // MaxAutomationContacts is how many contacts of a trigger are processed
@@ -36,7 +36,7 @@ var (
 	// which connectors exist.
 	ErrConnectorNotConnected = errors.New("connector not connected")
 	// ErrUnavailable: the stream did not take the batch; nothing was accepted.
-	ErrUnavailable = handoff.ErrUnavailable
+	ErrUnavailable = accept.ErrUnavailable
 )
 
 // Problem is one reason a request cannot be served as asked, in the shape of
@@ -95,7 +95,7 @@ type Segments interface {
 }
 
 // Publisher puts a company's batch of a subject kind on the stream and
-// returns its id once it is acknowledged (handoff.Publisher): with batchID
+// returns its id once it is acknowledged (accept.Publisher): with batchID
 // empty the publisher gives the batch its id (m leaves it unset), else m
 // carries batchID. It returns the id with an error too when the batch may
 // be in the stream.
@@ -123,7 +123,7 @@ func New(c Catalog, seg Segments, p Publisher, now func() time.Time) *Service {
 type Meta struct {
 	CompanyID      int64
 	IdempotencyKey string
-	// BatchID, when set, is reused (a retried hand-off that ended in doubt).
+	// BatchID, when set, is reused (a retried publish that ended in doubt).
 	BatchID string
 }
 
