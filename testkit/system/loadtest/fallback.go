@@ -109,7 +109,7 @@ func (g fallbackGuard) check(ctx context.Context) error {
 }
 
 // groupMetric is the gateway's histogram of batches per stream message
-// (package handoff's group commit).
+// (the group commit of the gateway's internal/accept).
 const groupMetric = "parley_gateway_group_batches"
 
 // groupCounts are a gateway's batches and stream messages so far.
