@@ -61,10 +61,10 @@ func buildBins() error {
 		}
 		for _, b := range []struct {
 			out *string
-			dir string // the main package, from the services folder
+			bin string
 		}{
-			{&Bins.Campaign, "dispatcher/cmd/campaign-dispatcher"},
-			{&Bins.Automation, "dispatcher/cmd/automation-dispatcher"},
+			{&Bins.Campaign, "campaign-dispatcher"},
+			{&Bins.Automation, "automation-dispatcher"},
 			{&Bins.ProviderSim, "provider-sim"},
 		} {
 			*b.out = filepath.Join(Bins.Dir, b.bin)
