@@ -241,7 +241,7 @@ bench-nats-sync: $(NATS_SERVER) ## JetStream publish msgs/s and p50/p99 with syn
 # for machines that reach no image registry (this project's): it builds
 # stand-ins under the names docker-compose.yml and the Dockerfile use.
 .PHONY: offline-images compose-smoke
-offline-images: $(NATS_SERVER) ## OFFLINE MACHINES ONLY: build stand-in images (debootstrap Debian, postgres, redis, nats, distroless, golang) under the compose file's names; skips existing ones
+offline-images: $(NATS_SERVER) ## OFFLINE MACHINES ONLY: build stand-in images (debootstrap Debian, postgres, redis, nats, distroless, golang) under the compose file's names; keeps those whose inputs did not change
 	@NATS_SERVER=$(NATS_SERVER) bash deploy/offline-images.sh
 # Docker's compose plugin when it has one, else the pinned compose of bin/.
 COMPOSE_CMD = $$(if docker compose version >/dev/null 2>&1; then echo "docker compose"; else $(MAKE) -s $(DOCKER_COMPOSE) >&2 && echo $(DOCKER_COMPOSE); fi)
