@@ -1,10 +1,10 @@
 # Parley's commands. `make help` lists them.
 #
-# Every Go command runs per module: the modules are the ones go.work uses
-# (pkg, services/*, testkit and testkit/system, which holds the load tests
-# and drills). deploy/docker/healthcheck is a module of its own outside the
-# workspace (it is part of the images, not of Parley), so it runs with
-# GOWORK=off.
+# The Go commands run over the modules go.work uses (pkg, services/*,
+# testkit and testkit/system, which holds the load tests and drills), all of
+# them in one command. deploy/docker/healthcheck is a module of its own
+# outside the workspace (it is part of the images, not of Parley), so it
+# runs with GOWORK=off.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -14,25 +14,32 @@ MODULES := $(patsubst $(CURDIR)/%,%,$(shell go list -m -f '{{.Dir}}'))
 SERVICES := $(filter services/%,$(MODULES))
 TOOL_MODULES := deploy/docker/healthcheck
 BIN := $(CURDIR)/bin
+# Every package of the workspace as patterns (./pkg/... ./services/gateway/...):
+# one go command over them all has the workspace's one build list, as a
+# command in each module has, and builds and runs packages of different
+# modules side by side instead of one module after another.
+PACKAGES := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 
-# Pinned tools, built into bin/ (gitignored) with the version in the file
-# name, so that changing a pin rebuilds the tool.
+# Pinned tools, built into TOOLS (bin/, gitignored, unless set: .ci/run
+# keeps them outside the clone) with the version in the file name, so that
+# changing a pin rebuilds the tool.
+TOOLS ?= $(BIN)
 STATICCHECK_VERSION := v0.8.2
 PROTOC_GEN_GO_VERSION := v1.36.12
-STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)
-PROTOC_GEN_GO := $(BIN)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
+STATICCHECK := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)
+PROTOC_GEN_GO := $(TOOLS)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
 # The one NATS version (docs/operations.md, "NATS versions"): the tests embed it
 # (testkit/go.mod), the drills and compose-smoke run this binary, and
 # docker-compose.yml and deploy/k8s name the image nats:<version>-alpine.
 # testkit/deploycheck fails when they disagree.
 NATS_SERVER_VERSION := v2.15.2
-NATS_SERVER := $(BIN)/nats-server-$(NATS_SERVER_VERSION)
+NATS_SERVER := $(TOOLS)/nats-server-$(NATS_SERVER_VERSION)
 # v5.8.3 needs Go 1.27; the machines have 1.26.
 KUSTOMIZE_VERSION := v5.8.2
-KUSTOMIZE := $(BIN)/kustomize-$(KUSTOMIZE_VERSION)
+KUSTOMIZE := $(TOOLS)/kustomize-$(KUSTOMIZE_VERSION)
 # Only for machines whose Docker has no compose plugin (Debian's docker.io).
 COMPOSE_VERSION := v2.40.3
-DOCKER_COMPOSE := $(BIN)/docker-compose-$(COMPOSE_VERSION)
+DOCKER_COMPOSE := $(TOOLS)/docker-compose-$(COMPOSE_VERSION)
 # The generated code records the protoc version; Debian 12's is 3.21.12.
 PROTOC_VERSION := 3.21.12
 PROTOC ?= protoc
@@ -49,7 +56,7 @@ build: ## build every service's programs (parleyctl included) into bin/
 
 .PHONY: test
 test: ## run every module's tests with -race against the local servers
-	@for m in $(MODULES); do echo "== $$m"; (cd $$m && go test -race -count=1 ./...); done
+	@echo "== go test -race $(PACKAGES)"; go test -race -count=1 $(PACKAGES)
 	@for m in $(TOOL_MODULES); do echo "== $$m"; (cd $$m && GOWORK=off go test -race -count=1 ./...); done
 
 .PHONY: compose-check
@@ -57,24 +64,37 @@ test: ## run every module's tests with -race against the local servers
 # kustomize and the services' workload checks read the rendered objects.
 compose-check: $(KUSTOMIZE) ## check docker-compose.yml, the Dockerfile and deploy/k8s (as kustomize build renders it) against the code
 	@echo "== kustomize build deploy/k8s"; $(KUSTOMIZE) build deploy/k8s >/dev/null
-	@echo "== testkit/deploycheck"; cd testkit && PARLEY_KUSTOMIZE=$(KUSTOMIZE) go test -count=1 ./deploycheck/
-	@for m in $(SERVICES); do echo "== $$m"; (cd $$m && PARLEY_KUSTOMIZE=$(KUSTOMIZE) go test -count=1 -run '^(TestComposeService|TestKubernetesWorkload)$$' ./internal/config/); done
+	@echo "== testkit/deploycheck"; PARLEY_KUSTOMIZE=$(KUSTOMIZE) go test -count=1 ./testkit/deploycheck/
+	@echo "== $(SERVICES)"; PARLEY_KUSTOMIZE=$(KUSTOMIZE) go test -count=1 -run '^(TestComposeService|TestKubernetesWorkload)$$' $(addprefix ./,$(addsuffix /internal/config/,$(SERVICES)))
 
-# The build tags of the drills and benchmarks (go test -tags drill|bench):
-# lint checks the files behind them too, in the modules that have some.
+# The build tags of the drills and benchmarks (go test -tags drill|bench).
+# Lint checks every package once with both tags on. While only test files
+# carry the tags, a package's files, and those of everything it imports,
+# are the same with and without them, except in the packages that hold
+# tagged files (a file of //go:build !drill drops out with the tag): those
+# are checked a second time without the tags (every package is, once a
+# file that is not a test carries a tag).
 LINT_TAGS := drill,bench
 
 .PHONY: lint
-lint: $(STATICCHECK) ## gofmt, the layers' imports, go vet and staticcheck on every module (and again with the drill and bench build tags where files use them)
+lint: $(STATICCHECK) ## gofmt, the layers' imports, go vet and staticcheck on every module, with the drill and bench build tags (and again without them where files use them)
 	@echo "== gofmt"; bad=$$(find . -name '*.go' -not -path './.git/*' -not -path './bin/*' -print0 | xargs -0 gofmt -l); \
 	  if [ -n "$$bad" ]; then echo "gofmt would change these files (run gofmt -w):"; echo "$$bad"; exit 1; fi
 	@echo "== layering (testkit/layering: pkg < services, pkg < testkit < testkit/system)"; cd testkit && go run ./cmd/layering
 	@rc=0; \
-	  for m in $(MODULES); do echo "== vet, staticcheck $$m"; (cd $$m && go vet ./... && $(STATICCHECK) ./...) || rc=1; \
-	    if grep -rlqE '^//go:build .*\b(drill|bench)\b' --include='*.go' $$m; then \
-	      echo "== vet, staticcheck -tags $(LINT_TAGS) $$m"; (cd $$m && go vet -tags $(LINT_TAGS) ./... && $(STATICCHECK) -tags $(LINT_TAGS) ./...) || rc=1; \
-	    fi; \
-	  done; \
+	  echo "== vet, staticcheck -tags $(LINT_TAGS) $(PACKAGES)"; \
+	  go vet -tags $(LINT_TAGS) $(PACKAGES) || rc=1; \
+	  $(STATICCHECK) -tags $(LINT_TAGS) $(PACKAGES) || rc=1; \
+	  files=$$(grep -rlE '^//go:build .*\b(drill|bench)\b' --include='*.go' $(MODULES) || true); untagged=; \
+	  if [ -z "$$files" ]; then :; elif grep -qv '_test\.go$$' <<<"$$files"; then untagged="$(PACKAGES)"; \
+	  else \
+	    untagged=$$(go list -e -f '{{if or .GoFiles .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' $$(xargs -n1 dirname <<<"$$files" | sort -u | sed 's|^|./|') | sed "s|^$(CURDIR)/|./|"); \
+	  fi; \
+	  if [ -n "$$untagged" ]; then \
+	    echo "== vet, staticcheck without tags" $$untagged; \
+	    go vet $$untagged || rc=1; \
+	    $(STATICCHECK) $$untagged || rc=1; \
+	  fi; \
 	  for m in $(TOOL_MODULES); do echo "== vet, staticcheck $$m"; (cd $$m && GOWORK=off go vet ./... && GOWORK=off $(STATICCHECK) ./...) || rc=1; done; \
 	  exit $$rc
 
@@ -107,30 +127,35 @@ endef
 
 $(STATICCHECK):
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	  GOWORK=off GOBIN=$$tmp go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) && mkdir -p $(BIN) && mv $$tmp/staticcheck $@
+	  GOWORK=off GOBIN=$$tmp go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) && mkdir -p $(@D) && mv $$tmp/staticcheck $@
 
 $(PROTOC_GEN_GO):
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	  GOWORK=off GOBIN=$$tmp go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION) && mkdir -p $(BIN) && mv $$tmp/protoc-gen-go $@
+	  GOWORK=off GOBIN=$$tmp go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION) && mkdir -p $(@D) && mv $$tmp/protoc-gen-go $@
 
 # Static (CGO_ENABLED=0): the offline nats image copies it into a scratch image.
 $(NATS_SERVER):
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	  CGO_ENABLED=0 GOWORK=off GOBIN=$$tmp go install -ldflags='-s -w' github.com/nats-io/nats-server/v2@$(NATS_SERVER_VERSION) && mkdir -p $(BIN) && mv $$tmp/nats-server $@
+	  CGO_ENABLED=0 GOWORK=off GOBIN=$$tmp go install -ldflags='-s -w' github.com/nats-io/nats-server/v2@$(NATS_SERVER_VERSION) && mkdir -p $(@D) && mv $$tmp/nats-server $@
 
 $(KUSTOMIZE):
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	  GOWORK=off GOBIN=$$tmp go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION) && mkdir -p $(BIN) && mv $$tmp/kustomize $@
+	  GOWORK=off GOBIN=$$tmp go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION) && mkdir -p $(@D) && mv $$tmp/kustomize $@
 
 # Its go.mod has exclude directives, so go install refuses it: build it in
 # the downloaded module (read-only, the binary goes to bin/).
 $(DOCKER_COMPOSE):
 	@dir=$$(GOWORK=off GOFLAGS=-mod=mod go mod download -json github.com/docker/compose/v2@$(COMPOSE_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
-	  mkdir -p $(BIN) && cd "$$dir" && CGO_ENABLED=0 GOWORK=off GOFLAGS=-buildvcs=false go build -trimpath -ldflags='-s -w -X github.com/docker/compose/v2/internal.Version=$(COMPOSE_VERSION)' -o $@ ./cmd
+	  mkdir -p $(@D) && cd "$$dir" && CGO_ENABLED=0 GOWORK=off GOFLAGS=-buildvcs=false go build -trimpath -ldflags='-s -w -X github.com/docker/compose/v2/internal.Version=$(COMPOSE_VERSION)' -o $@ ./cmd
 
 .PHONY: tools
 tools: $(NATS_SERVER) $(KUSTOMIZE) ## build the pinned nats-server and kustomize into bin/
 	@echo "$(NATS_SERVER)"; echo "$(KUSTOMIZE)"
+
+# .ci/run builds these first, in the background (make offline-images
+# builds nats-server, make compose-images compose).
+.PHONY: lint-tools
+lint-tools: $(STATICCHECK) $(PROTOC_GEN_GO) $(KUSTOMIZE)
 
 # Running the stack, load tests and fault drills (run, bench-*, drill-*)
 # go below this line.
@@ -217,13 +242,15 @@ bench-nats-sync: $(NATS_SERVER) ## JetStream publish msgs/s and p50/p99 with syn
 # for machines that reach no image registry (this project's): it builds
 # stand-ins under the names docker-compose.yml and the Dockerfile use.
 .PHONY: offline-images compose-smoke
-offline-images: $(NATS_SERVER) ## OFFLINE MACHINES ONLY: build stand-in images (debootstrap Debian, postgres, redis, nats, distroless, golang) under the compose file's names; skips existing ones
+offline-images: $(NATS_SERVER) ## OFFLINE MACHINES ONLY: build stand-in images (debootstrap Debian, postgres, redis, nats, distroless, golang) under the compose file's names; keeps those whose inputs did not change
 	@NATS_SERVER=$(NATS_SERVER) bash deploy/offline-images.sh
 # Docker's compose plugin when it has one, else the pinned compose of bin/.
+COMPOSE_CMD = $$(if docker compose version >/dev/null 2>&1; then echo "docker compose"; else $(MAKE) -s $(DOCKER_COMPOSE) >&2 && echo $(DOCKER_COMPOSE); fi)
 compose-smoke: ## docker compose up --wait, seed, a campaign through the gateway, --scale campaign-dispatcher=3 with 10,000 contacts (0 lost, 0 duplicated at provider-sim), down -v
-	@if docker compose version >/dev/null 2>&1; then compose="docker compose"; \
-	  else $(MAKE) -s $(DOCKER_COMPOSE) && compose=$(DOCKER_COMPOSE); fi; \
-	  COMPOSE="$$compose" bash deploy/compose-smoke.sh
+	@compose="$(COMPOSE_CMD)"; COMPOSE="$$compose" bash deploy/compose-smoke.sh
+.PHONY: compose-images
+compose-images: ## build compose-smoke's images only (docker compose build)
+	@compose="$(COMPOSE_CMD)"; COMPOSE="$$compose" bash deploy/compose-smoke.sh --build-only
 # The webhook sender (testkit/system/webhooksender): the real sender,
 # campaign dispatcher and provider-sim binaries, the test receiver
 # (pkg/webhooks/webhooksim) in the test process; every event the outbox got

@@ -16,6 +16,9 @@
 # ports PARLEY_COMPOSE_GATEWAY_PORT (7780), PARLEY_COMPOSE_ADMIN_PORT (7781),
 # PARLEY_COMPOSE_PROVIDER_SIM_PORT (7790), PARLEY_SMOKE_CONTACTS (10000,
 # a multiple of 1000), PARLEY_SMOKE_TIMEOUT (seconds to wait for delivery, 300).
+# With --build-only it builds the images and stops (make compose-images:
+# .ci/run builds them while other checks run; the smoke's own build is then
+# BuildKit's cache).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -68,6 +71,10 @@ fail() {
 }
 
 docker info >/dev/null 2>&1 || fail "docker does not answer: start dockerd"
+if [[ ${1:-} == --build-only ]]; then
+	compose build --quiet
+	exit 0
+fi
 "${COMPOSE_CMD[@]}" version >/dev/null 2>&1 || fail "${COMPOSE_CMD[*]} does not run (make compose-smoke builds the pinned compose if Docker has no plugin)"
 [ "$((CONTACTS % 1000))" -eq 0 ] && [ "$CONTACTS" -gt 0 ] || fail "PARLEY_SMOKE_CONTACTS must be a multiple of 1000"
 
