@@ -144,7 +144,9 @@ func InsertFailed(ctx context.Context, tx pgx.Tx, lane Lane, batchID string, com
 	return nil
 }
 
-// NewMessages is what the messages of one campaign batch share.
+// NewMessages is what the messages one expansion creates share (an
+// automation trigger's are queued with BypassRules; a message batch's
+// entries name their own account and template).
 type NewMessages struct {
 	BatchID    string
 	CompanyID  int64
