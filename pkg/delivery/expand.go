@@ -104,14 +104,6 @@ func schedule(r *record.BatchRow, ts *timestamppb.Timestamp, now time.Time) (rec
 	return record.StateQueued, now
 }
 
-func optional[T comparable](v T) *T {
-	var zero T
-	if v == zero {
-		return nil
-	}
-	return &v
-}
-
 func (x *Expander) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, x.pool, fn)
 }
@@ -145,7 +137,7 @@ func rowOf(b sentBatch, count int, forced bool, now time.Time) (record.BatchRow,
 	}
 	return record.BatchRow{
 		ID: b.GetBatchId(), CompanyID: b.GetCompanyId(), Kind: kind, Source: source,
-		ContactCount: count, IsForced: forced, IdempotencyKey: optional(b.GetIdempotencyKey()),
+		ContactCount: count, IsForced: forced, IdempotencyKey: b.GetIdempotencyKey(),
 		AcceptedAt: acceptedAt(b.GetAcceptedAt(), now),
 	}, nil
 }

@@ -19,17 +19,18 @@ import (
 
 // BatchRow is a batch as its expansion records it.
 type BatchRow struct {
-	ID             string
-	CompanyID      int64
-	Kind           bus.BatchKind
-	Source         bus.Source
-	CampaignID     *int64
-	AutomationID   *int64
-	SegmentID      *int64
-	ContactCount   int
-	IsForced       bool
-	ScheduledAt    *time.Time
-	IdempotencyKey *string
+	ID           string
+	CompanyID    int64
+	Kind         bus.BatchKind
+	Source       bus.Source
+	CampaignID   *int64
+	AutomationID *int64
+	SegmentID    *int64
+	ContactCount int
+	IsForced     bool
+	ScheduledAt  *time.Time
+	// IdempotencyKey is the request's Idempotency-Key; "" records NULL.
+	IdempotencyKey string
 	AcceptedAt     time.Time
 	// Overrides is batches.overrides: the request's media and URLs (JSON).
 	Overrides []byte
@@ -60,7 +61,7 @@ func LockBatch(ctx context.Context, tx pgx.Tx, r BatchRow) (fresh, cancelled boo
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'accepted', $11, $12, $13, $14)
 		ON CONFLICT (id) DO NOTHING`,
 		r.ID, r.CompanyID, r.Kind, r.Source, r.CampaignID, r.AutomationID, r.SegmentID, r.ContactCount,
-		r.IsForced, r.ScheduledAt, r.IdempotencyKey, r.AcceptedAt, r.Overrides, r.AcceptedAt); err != nil {
+		r.IsForced, r.ScheduledAt, optional(r.IdempotencyKey), r.AcceptedAt, r.Overrides, r.AcceptedAt); err != nil {
 		return false, false, fmt.Errorf("record batch: %w", err)
 	}
 	var company int64
@@ -87,7 +88,7 @@ func LockBatch(ctx context.Context, tx pgx.Tx, r BatchRow) (fresh, cancelled boo
 			UPDATE batches SET campaign_id = $2, automation_id = $3, segment_id = $4, is_forced = $5,
 				scheduled_at = $6, idempotency_key = $7, overrides = $8, status = 'accepted'
 			WHERE id = $1`,
-			r.ID, r.CampaignID, r.AutomationID, r.SegmentID, r.IsForced, r.ScheduledAt, r.IdempotencyKey, r.Overrides); err != nil {
+			r.ID, r.CampaignID, r.AutomationID, r.SegmentID, r.IsForced, r.ScheduledAt, optional(r.IdempotencyKey), r.Overrides); err != nil {
 			return false, false, fmt.Errorf("record cancelled batch %s: %w", r.ID, err)
 		}
 		return true, true, nil
