@@ -241,7 +241,9 @@ func ThroughputBurst(perSecond int) int { return max(1, perSecond/10) }
 // Take asks for up to want sends on key (a messaging account) at perSecond,
 // shared by every replica that uses the same key, and returns how many it may
 // make now. When it grants none, retryIn says when one will be available.
-// Up to ThroughputBurst(perSecond) may be granted at once.
+// Up to ThroughputBurst(perSecond) may be granted at once. Once ctx has
+// ended Take grants nothing: a caller that gave up (a dispatcher shutting
+// down) must not be handed permits the shared limit never counted.
 //
 // On Redis failure Take falls back to a per-process limiter at the same rate,
 // so N dispatcher replicas may together send up to N times the rate while
@@ -265,6 +267,9 @@ func (l *Limiter) Take(ctx context.Context, key string, perSecond, want int) (gr
 		l.fellBack(ReasonCircuitOpen, nil)
 	}
 	if !answered {
+		if ctx.Err() != nil {
+			return 0, time.Millisecond
+		}
 		out = l.local.allowAtMost(key, lim, want)
 	}
 	if out.allowed > 0 {

@@ -199,6 +199,26 @@ func TestWaitEach(t *testing.T) {
 	}
 }
 
+// TestTakeOnAnEndedContextGrantsNothing: the Redis call of a caller that
+// gave up fails with the context's error, and the per-process fallback must
+// not answer it, or every replica stopping mid-run sends a burst the shared
+// limit never counted (this once put TestTakeSharedRateIsAccurate 9 over).
+func TestTakeOnAnEndedContextGrantsNothing(t *testing.T) {
+	l, reg := newLimiter(t, ratelimittest.Config(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if n, retry := l.Take(ctx, "a", 80, 4); n != 0 || retry <= 0 {
+		t.Fatalf("Take on an ended ctx = %d, %s; want none and a retry time", n, retry)
+	}
+	if got := metric(t, reg, "parley_ratelimit_fallback_total", "reason="+ratelimit.ReasonCanceled); got != 1 {
+		t.Fatalf("canceled fallbacks = %v, want 1", got)
+	}
+	// Nothing was spent: a live caller still finds the whole burst.
+	if n, _ := l.Take(context.Background(), "a", 80, 100); n != ratelimit.ThroughputBurst(80) {
+		t.Fatalf("after the ended call the key grants %d, want its burst %d", n, ratelimit.ThroughputBurst(80))
+	}
+}
+
 func TestTakeArguments(t *testing.T) {
 	l, _ := newLimiter(t, ratelimittest.Config(t))
 	ctx := context.Background()
