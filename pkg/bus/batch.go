@@ -69,6 +69,18 @@ func ParseSource(s string) Source {
 	return Source(s)
 }
 
+// Spellings are the ways a source may be recorded: itself, and the legacy
+// spellings that read as it.
+func (s Source) Spellings() []string {
+	out := []string{string(s)}
+	for legacy, canonical := range legacySources {
+		if canonical == s {
+			out = append(out, legacy)
+		}
+	}
+	return out
+}
+
 // DescribeBatch decides a batch's kind and source from the message that
 // carries it (*sendsv1.CampaignBatch, *sendsv1.AutomationBatch or
 // *sendsv1.MessageBatch) and that message's source field:

@@ -30,8 +30,39 @@ type Batch struct {
 	CompletedAt  *time.Time
 	// CancelledAt is when the batch was first cancelled.
 	CancelledAt *time.Time
-	// Counts has every message state, zero included.
+	// What the batch sends, with the names a person reads (the names only
+	// once a dispatcher recorded the batch; a batch still in the stream has
+	// the ids).
+	CampaignID     *int64
+	CampaignName   string
+	AutomationID   *int64
+	AutomationName string
+	SegmentID      *int64
+	SegmentName    string
+	// Counts has every message state, zero included; nil in a listing
+	// (ListBatches), which does not count messages.
 	Counts map[State]int
+}
+
+// batchSelect reads a recorded batch with the names of its campaign,
+// automation and segment; scanBatch scans its row.
+const batchSelect = `
+	SELECT b.id::text, b.company_id, b.kind::text, b.source, b.status::text, COALESCE(b.error, ''), b.contact_count,
+		b.is_forced, b.scheduled_at, b.accepted_at, b.completed_at, b.cancelled_at,
+		b.campaign_id, COALESCE(c.name, ''), b.automation_id, COALESCE(a.name, ''), b.segment_id, COALESCE(s.name, '')
+	FROM batches b
+	LEFT JOIN campaigns c ON c.id = b.campaign_id
+	LEFT JOIN automations a ON a.id = b.automation_id
+	LEFT JOIN segments s ON s.id = b.segment_id`
+
+func scanBatch(row pgx.Row) (Batch, error) {
+	var b Batch
+	var status, source string
+	err := row.Scan(&b.ID, &b.CompanyID, &b.Kind, &source, &status, &b.Error, &b.ContactCount,
+		&b.IsForced, &b.ScheduledAt, &b.AcceptedAt, &b.CompletedAt, &b.CancelledAt,
+		&b.CampaignID, &b.CampaignName, &b.AutomationID, &b.AutomationName, &b.SegmentID, &b.SegmentName)
+	b.Status, b.Source = BatchState(status), bus.ParseSource(source) // recorded with a legacy spelling: canonical
+	return b, err
 }
 
 // counted completes a batch with its messages' counts (by state; the states
@@ -59,21 +90,13 @@ func BatchStatus(ctx context.Context, db DB, companyID int64, batchID string) (B
 	if _, err := uuid.Parse(batchID); err != nil {
 		return Batch{}, fmt.Errorf("batch %q: %w", batchID, ErrNotFound)
 	}
-	var b Batch
-	var status, source string
-	err := db.QueryRow(ctx, `
-		SELECT id::text, company_id, kind::text, source, status::text, COALESCE(error, ''), contact_count, is_forced,
-			scheduled_at, accepted_at, completed_at, cancelled_at
-		FROM batches WHERE id = $1::uuid AND company_id = $2`, batchID, companyID).
-		Scan(&b.ID, &b.CompanyID, &b.Kind, &source, &status, &b.Error, &b.ContactCount, &b.IsForced,
-			&b.ScheduledAt, &b.AcceptedAt, &b.CompletedAt, &b.CancelledAt)
+	b, err := scanBatch(db.QueryRow(ctx, batchSelect+` WHERE b.id = $1::uuid AND b.company_id = $2`, batchID, companyID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Batch{}, fmt.Errorf("batch %s: %w", batchID, ErrNotFound)
 	}
 	if err != nil {
 		return Batch{}, fmt.Errorf("load batch %s: %w", batchID, err)
 	}
-	b.Status, b.Source = BatchState(status), bus.ParseSource(source) // recorded with a legacy spelling: canonical
 	rows, err := db.Query(ctx, `SELECT state::text, count(*) FROM messages WHERE batch_id = $1::uuid GROUP BY state`, b.ID)
 	if err != nil {
 		return Batch{}, fmt.Errorf("count messages of batch %s: %w", batchID, err)
@@ -109,14 +132,17 @@ func Pending(companyID int64, msg proto.Message) (Batch, error) {
 	switch m := msg.(type) {
 	case *sendsv1.CampaignBatch:
 		b.ID, b.IsForced, b.ContactCount, b.AcceptedAt = m.BatchId, m.IsForced, len(m.Phones), m.AcceptedAt.AsTime()
+		b.CampaignID = nonZero(m.CampaignId)
 		if m.SegmentId != 0 {
 			b.ContactCount = int(m.SegmentSize)
+			b.SegmentID = nonZero(m.SegmentId)
 		}
 		if m.ScheduledAt != nil {
 			scheduled = m.ScheduledAt
 		}
 	case *sendsv1.AutomationBatch:
 		b.ID, b.IsForced, b.ContactCount, b.AcceptedAt = m.BatchId, true, len(m.Contacts), m.AcceptedAt.AsTime()
+		b.AutomationID = nonZero(m.AutomationId)
 	case *sendsv1.MessageBatch:
 		b.ID, b.IsForced, b.ContactCount, b.AcceptedAt = m.BatchId, m.IsForced, len(m.Messages), m.AcceptedAt.AsTime()
 		if m.ScheduledAt != nil {
@@ -128,4 +154,11 @@ func Pending(companyID int64, msg proto.Message) (Batch, error) {
 		b.ScheduledAt = &t
 	}
 	return b.counted(nil), nil
+}
+
+func nonZero(id int64) *int64 {
+	if id == 0 {
+		return nil
+	}
+	return &id
 }

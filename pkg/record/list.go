@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/parleyhq/parley/pkg/bus"
 )
 
 // Listing limits.
@@ -89,7 +92,7 @@ func parseFilter(batchID string, f Filter) (states []string, limit, after int, e
 	for _, s := range f.States {
 		if !validState(s) {
 			return nil, 0, 0, &InvalidError{Field: "state", Input: s,
-				Msg: "state must be one of " + strings.Join(stateNames(), ", ")}
+				Msg: "state must be one of " + joinNames(States)}
 		}
 		if !seen[s] {
 			seen[s] = true
@@ -121,14 +124,6 @@ func validState(s string) bool {
 		}
 	}
 	return false
-}
-
-func stateNames() []string {
-	out := make([]string, len(States))
-	for i, s := range States {
-		out[i] = string(s)
-	}
-	return out
 }
 
 // A cursor is the batch and the position of the last message listed: the
@@ -179,26 +174,15 @@ func Messages(ctx context.Context, db *pgxpool.Pool, companyID int64, batchID st
 	if !ok {
 		return Page{}, fmt.Errorf("batch %s: %w", batchID, ErrNotFound)
 	}
-	rows, err := db.Query(ctx, `
-		SELECT id, seq, phone, state::text, provider_message_id, error_code, error_title, attempts,
-			CASE WHEN state IN ('queued', 'scheduled', 'deferred') THEN not_before END,
-			created_at, deferred_at, CASE WHEN state <> 'skipped_opt_out' THEN claimed_at END, sent_at, delivered_at, read_at, failed_at, skipped_at, cancelled_at, updated_at
-		FROM messages
-		WHERE batch_id = $1 AND seq > $2 AND (COALESCE(cardinality($3::text[]), 0) = 0 OR state::text = ANY($3::text[]))
-		ORDER BY seq
+	rows, err := db.Query(ctx, messageSelect+`
+		FROM messages m
+		WHERE m.batch_id = $1 AND m.seq > $2 AND (COALESCE(cardinality($3::text[]), 0) = 0 OR m.state::text = ANY($3::text[]))
+		ORDER BY m.seq
 		LIMIT $4`, batchID, after, states, limit+1)
 	if err != nil {
 		return Page{}, fmt.Errorf("list messages of batch %s: %w", batchID, err)
 	}
-	msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Message, error) {
-		var m Message
-		var state string
-		err := r.Scan(&m.ID, &m.Seq, &m.Phone, &state, &m.ProviderMessageID, &m.ErrorCode, &m.ErrorTitle, &m.Attempts,
-			&m.Due, &m.Times.Created, &m.Times.Deferred, &m.Times.Sending, &m.Times.Sent, &m.Times.Delivered,
-			&m.Times.Read, &m.Times.Failed, &m.Times.SkippedOptOut, &m.Times.Cancelled, &m.Times.Updated)
-		m.State = State(state)
-		return m, err
-	})
+	msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Message, error) { return scanMessage(r) })
 	if err != nil {
 		return Page{}, fmt.Errorf("list messages of batch %s: %w", batchID, err)
 	}
@@ -210,6 +194,121 @@ func Messages(ctx context.Context, db *pgxpool.Pool, companyID int64, batchID st
 	}
 	if p.Messages == nil {
 		p.Messages = []Message{}
+	}
+	return p, nil
+}
+
+// Batch listing limits.
+const (
+	DefaultBatchLimit = 50
+	MaxBatchLimit     = 100
+)
+
+// BatchFilter selects a company's batches to list; the zero value lists
+// them all, newest first, DefaultBatchLimit at a time.
+type BatchFilter struct {
+	Kind         bus.BatchKind // "" for every kind
+	Status       BatchState    // "" for every status
+	Source       bus.Source    // "" for every source; a legacy spelling matches its canonical one
+	CampaignID   int64         // 0 for any
+	AutomationID int64         // 0 for any
+	// Since and Until bound accepted_at: Since <= accepted_at < Until.
+	Since, Until *time.Time
+	// Limit is the page size, 1 to MaxBatchLimit; 0 is DefaultBatchLimit.
+	Limit int
+	// Cursor is a page's NextCursor, "" for the first page.
+	Cursor string
+}
+
+// BatchPage is one page of a company's batches, newest first.
+type BatchPage struct {
+	Batches []Batch
+	// NextCursor continues after the last batch; nil on the last page.
+	NextCursor *string
+}
+
+// check validates the filter and returns its page size and the batch
+// after which the page starts ("" for the first page).
+func (f BatchFilter) check() (limit int, after string, err error) {
+	if f.Kind != "" && !slices.Contains(bus.BatchKinds, f.Kind) {
+		return 0, "", &InvalidError{Field: "kind", Input: string(f.Kind), Msg: "kind must be one of " + joinNames(bus.BatchKinds)}
+	}
+	if f.Status != "" && !slices.Contains(BatchStates, f.Status) {
+		return 0, "", &InvalidError{Field: "status", Input: string(f.Status), Msg: "status must be one of " + joinNames(BatchStates)}
+	}
+	if f.Since != nil && f.Until != nil && !f.Since.Before(*f.Until) {
+		return 0, "", &InvalidError{Field: "until", Input: f.Until.Format(time.RFC3339Nano), Msg: "until must be after since"}
+	}
+	limit = f.Limit
+	if limit == 0 {
+		limit = DefaultBatchLimit
+	}
+	if limit < 1 || limit > MaxBatchLimit {
+		return 0, "", &InvalidError{Field: "limit", Input: f.Limit, Msg: fmt.Sprintf("limit must be between 1 and %d", MaxBatchLimit)}
+	}
+	if f.Cursor != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(f.Cursor)
+		id, ok := strings.CutPrefix(string(raw), "v1:batches:")
+		if u, uerr := uuid.Parse(id); err != nil || !ok || uerr != nil || u.String() != id {
+			return 0, "", &InvalidError{Field: "cursor", Input: f.Cursor, Msg: "cursor is not one this listing gave"}
+		}
+		after = id
+	}
+	return limit, after, nil
+}
+
+func joinNames[T ~string](xs []T) string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = string(x)
+	}
+	return strings.Join(out, ", ")
+}
+
+// ListBatches lists a page of the company's recorded batches, newest first
+// (by id: batch ids are UUIDv7, ordered by when the gateway accepted them),
+// without their messages' counts (BatchStatus counts one batch's). A batch
+// still in the stream is listed once a dispatcher has recorded it. An
+// *InvalidError for a filter that cannot be used.
+func ListBatches(ctx context.Context, db DB, companyID int64, f BatchFilter) (BatchPage, error) {
+	limit, after, err := f.check()
+	if err != nil {
+		return BatchPage{}, err
+	}
+	var sources []string
+	if f.Source != "" {
+		// Batches recorded before the spellings were fixed match too.
+		sources = bus.ParseSource(string(f.Source)).Spellings()
+	}
+	rows, err := db.Query(ctx, batchSelect+`
+		WHERE b.company_id = $1
+			AND ($2::uuid IS NULL OR b.id < $2::uuid)
+			AND ($3::text = '' OR b.kind::text = $3)
+			AND ($4::text = '' OR b.status::text = $4)
+			AND ($5::text[] IS NULL OR b.source = ANY($5::text[]))
+			AND ($6::bigint = 0 OR b.campaign_id = $6)
+			AND ($7::bigint = 0 OR b.automation_id = $7)
+			AND ($8::timestamptz IS NULL OR b.accepted_at >= $8)
+			AND ($9::timestamptz IS NULL OR b.accepted_at < $9)
+		ORDER BY b.id DESC
+		LIMIT $10`,
+		companyID, optional(after), string(f.Kind), string(f.Status), sources, f.CampaignID, f.AutomationID,
+		f.Since, f.Until, limit+1)
+	if err != nil {
+		return BatchPage{}, fmt.Errorf("list batches of company %d: %w", companyID, err)
+	}
+	batches, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Batch, error) { return scanBatch(r) })
+	if err != nil {
+		return BatchPage{}, fmt.Errorf("list batches of company %d: %w", companyID, err)
+	}
+	p := BatchPage{Batches: batches}
+	if len(batches) > limit {
+		p.Batches = batches[:limit]
+		next := base64.RawURLEncoding.EncodeToString([]byte("v1:batches:" + p.Batches[limit-1].ID))
+		p.NextCursor = &next
+	}
+	if p.Batches == nil {
+		p.Batches = []Batch{}
 	}
 	return p, nil
 }

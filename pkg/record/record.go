@@ -150,6 +150,9 @@ const (
 	BatchCancelled  BatchState = "cancelled"
 )
 
+// BatchStates lists every batch status, in lifecycle order.
+var BatchStates = []BatchState{BatchAccepted, BatchScheduled, BatchProcessing, BatchCompleted, BatchFailed, BatchCancelled}
+
 // Lane is which dispatcher sends a message (messages.lane).
 type Lane string
 

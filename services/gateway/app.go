@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"time"
 
@@ -163,6 +164,18 @@ func (d sendRecords) RecordedBatch(ctx context.Context, companyID int64, batchID
 
 func (d sendRecords) PendingBatch(ctx context.Context, companyID int64, batchID string) (record.Batch, error) {
 	return d.pending.Batch(ctx, companyID, batchID)
+}
+
+func (d sendRecords) ListBatches(ctx context.Context, companyID int64, f record.BatchFilter) (record.BatchPage, error) {
+	return record.ListBatches(ctx, d.pool, companyID, f)
+}
+
+// FindMessage finds a message by its message_id (digits) or its wamid.
+func (d sendRecords) FindMessage(ctx context.Context, companyID int64, key string) (record.Found, error) {
+	if id, err := strconv.ParseInt(key, 10, 64); err == nil && id > 0 {
+		return record.MessageByID(ctx, d.pool, companyID, id)
+	}
+	return record.MessageByWamid(ctx, d.pool, companyID, key)
 }
 
 // CancelBatch cancels a recorded batch, else one waiting in the stream,

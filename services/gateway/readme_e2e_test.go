@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,18 +48,43 @@ func docSection(t *testing.T, name, doc, heading string) string {
 	return strings.Join(lines[start:], "")
 }
 
+// docCommand is a documented curl and the answer the document shows for
+// it, if any: the comment right after the command, "# <status> <JSON>",
+// whose JSON may continue on the next comment lines.
+type docCommand struct {
+	cmd    string
+	status string // "" when the document shows no answer
+	body   string // the answer's JSON, "" when only the status is shown
+}
+
+var answerLine = regexp.MustCompile(`^#\s+([1-5]\d\d)\b\s*(.*)$`)
+
 // docCommands returns the shell commands of the ```sh blocks of section
 // that call curl, each as one logical line (backslash continuations and
-// quotes that span lines joined), in order.
-func docCommands(section string) []string {
-	var cmds []string
+// quotes that span lines joined), in order, with their documented answers.
+func docCommands(section string) []docCommand {
+	var cmds []docCommand
 	for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1) {
 		var cur strings.Builder
 		var quote rune
+		var last *docCommand // the command whose answer may follow
+		collecting := false  // its answer's JSON continues on the next line
 		for _, line := range strings.SplitAfter(block[1], "\n") {
-			if quote == 0 && cur.Len() == 0 && strings.HasPrefix(strings.TrimSpace(line), "#") {
+			trimmed := strings.TrimSpace(line)
+			if quote == 0 && cur.Len() == 0 && strings.HasPrefix(trimmed, "#") {
+				switch m := answerLine.FindStringSubmatch(trimmed); {
+				case collecting:
+					last.body += " " + strings.TrimSpace(strings.TrimPrefix(trimmed, "#"))
+					collecting = !json.Valid([]byte(last.body))
+				case last != nil && last.status == "" && m != nil:
+					last.status, last.body = m[1], m[2]
+					collecting = last.body != "" && !json.Valid([]byte(last.body))
+				default:
+					last = nil
+				}
 				continue
 			}
+			last, collecting = nil, false
 			for _, r := range line {
 				switch {
 				case quote == 0 && (r == '\'' || r == '"'):
@@ -79,11 +105,100 @@ func docCommands(section string) []string {
 			cmd := strings.TrimSpace(cur.String())
 			cur.Reset()
 			if strings.HasPrefix(cmd, "curl ") {
-				cmds = append(cmds, cmd)
+				cmds = append(cmds, docCommand{cmd: cmd})
+				last = &cmds[len(cmds)-1]
 			}
 		}
 	}
 	return cmds
+}
+
+// maybeAbsent are the keys of an answer present only in some states (a
+// batch's completed_at, a waiting message's due, the names of what a
+// recorded batch sends): an example may show them or not.
+var maybeAbsent = map[string]bool{"scheduled_at": true, "completed_at": true, "cancelled_at": true, "error": true,
+	"due": true, "campaign_id": true, "campaign_name": true, "automation_id": true, "automation_name": true,
+	"segment_id": true, "segment_name": true}
+
+// shapeDiff compares a documented answer with a real one by shape: the
+// same keys at every level (but those of maybeAbsent; a message's times,
+// which depend on its state, are not compared key by key), and values of
+// the same JSON kind (null stands for any). Values themselves (ids, times,
+// counts) are not compared.
+func shapeDiff(path string, doc, real any) []string {
+	kind := func(v any) string {
+		switch v.(type) {
+		case nil:
+			return "null"
+		case map[string]any:
+			return "object"
+		case []any:
+			return "array"
+		case string:
+			return "string"
+		case float64:
+			return "number"
+		case bool:
+			return "boolean"
+		}
+		return fmt.Sprintf("%T", v)
+	}
+	if doc == nil || real == nil {
+		return nil
+	}
+	if kind(doc) != kind(real) {
+		return []string{fmt.Sprintf("%s: documented as %s, answered %s", path, kind(doc), kind(real))}
+	}
+	var diffs []string
+	switch d := doc.(type) {
+	case map[string]any:
+		r := real.(map[string]any)
+		times := strings.HasSuffix(path, ".times")
+		for k, v := range d {
+			rv, ok := r[k]
+			if !ok {
+				if !maybeAbsent[k] && !times {
+					diffs = append(diffs, fmt.Sprintf("%s.%s: documented, not in the answer", path, k))
+				}
+				continue
+			}
+			diffs = append(diffs, shapeDiff(path+"."+k, v, rv)...)
+		}
+		for k := range r {
+			if _, ok := d[k]; !ok && !times && !maybeAbsent[k] {
+				diffs = append(diffs, fmt.Sprintf("%s.%s: in the answer, not documented", path, k))
+			}
+		}
+	case []any:
+		r := real.([]any)
+		for i := range min(len(d), len(r)) {
+			diffs = append(diffs, shapeDiff(fmt.Sprintf("%s[%d]", path, i), d[i], r[i])...)
+		}
+	}
+	return diffs
+}
+
+// checkAnswer holds a real answer to the one documented for its command.
+func checkAnswer(c docCommand, status, body string) []string {
+	if c.status == "" {
+		return nil
+	}
+	if c.status != status {
+		return []string{fmt.Sprintf("documented %s, answered %s", c.status, status)}
+	}
+	if c.body == "" {
+		return nil
+	}
+	var doc, real any
+	if err := json.Unmarshal([]byte(c.body), &doc); err != nil {
+		return []string{fmt.Sprintf("the documented answer is not JSON (%v): %s", err, c.body)}
+	}
+	if err := json.Unmarshal([]byte(body), &real); err != nil {
+		return []string{fmt.Sprintf("the answer is not JSON (%v): %s", err, body)}
+	}
+	diffs := shapeDiff("$", doc, real)
+	slices.Sort(diffs)
+	return diffs
 }
 
 // documentedCurls are the documents whose curl examples run, in this
@@ -103,7 +218,7 @@ func TestReadmeCurlsDeliver(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("curl is needed to run the documented examples")
 	}
-	var cmds []string
+	var cmds []docCommand
 	for _, d := range documentedCurls {
 		raw, err := os.ReadFile(d.path)
 		if err != nil {
@@ -115,13 +230,21 @@ func TestReadmeCurlsDeliver(t *testing.T) {
 		}
 		cmds = append(cmds, found...)
 	}
-	allowed := map[string]bool{"KEY": true, "BATCH_ID": true, "SEGMENT_ID": true}
+	allowed := map[string]bool{"KEY": true, "BATCH_ID": true, "SEGMENT_ID": true, "MESSAGE_ID": true}
+	answers := 0
 	for _, c := range cmds {
-		for _, m := range regexp.MustCompile(`\$([A-Z_]+)`).FindAllStringSubmatch(c, -1) {
+		for _, m := range regexp.MustCompile(`\$([A-Z_]+)`).FindAllStringSubmatch(c.cmd, -1) {
 			if !allowed[m[1]] {
-				t.Fatalf("a documented curl uses $%s, which the test does not know how to set: %s", m[1], c)
+				t.Fatalf("a documented curl uses $%s, which the test does not know how to set: %s", m[1], c.cmd)
 			}
 		}
+		if c.body != "" {
+			answers++
+		}
+	}
+	// Each answer shown is checked below; the documents show most.
+	if answers < 12 {
+		t.Fatalf("only %d documented curls show their answer's JSON, want at least 12", answers)
 	}
 
 	s := newStack(t)
@@ -160,7 +283,9 @@ func TestReadmeCurlsDeliver(t *testing.T) {
 	var batches []string
 	idRe := regexp.MustCompile(`"batch_id":"([0-9a-f-]{36})"`)
 	segRe := regexp.MustCompile(`^\{"id":(\d+),`)
-	for _, c := range cmds {
+	msgRe := regexp.MustCompile(`"message_id":(\d+)`)
+	for _, doc := range cmds {
+		c := doc.cmd
 		// The gateway and provider-sim at the stack's addresses instead of make run's.
 		line := strings.ReplaceAll(strings.ReplaceAll(c, "http://127.0.0.1:8080", s.url), "http://127.0.0.1:9090", s.simURL)
 		if strings.Contains(c, "/cancel") && vars["BATCH_ID"] != "" {
@@ -186,6 +311,10 @@ func TestReadmeCurlsDeliver(t *testing.T) {
 		if !strings.HasPrefix(status, "2") {
 			t.Fatalf("%s\nanswered %s %s", c, status, body)
 		}
+		if diffs := checkAnswer(doc, status, body); len(diffs) > 0 {
+			t.Errorf("%s\nanswered %s %s\nwhich is not as documented (%s %s):\n  %s", c, status, body, doc.status, doc.body,
+				strings.Join(diffs, "\n  "))
+		}
 		if m := idRe.FindStringSubmatch(body); m != nil && status == "202" {
 			batches = append(batches, m[1])
 			if vars["BATCH_ID"] == "" {
@@ -194,6 +323,9 @@ func TestReadmeCurlsDeliver(t *testing.T) {
 		}
 		if m := segRe.FindStringSubmatch(body); m != nil && strings.Contains(c, "/api/segments/create") {
 			vars["SEGMENT_ID"] = m[1]
+		}
+		if m := msgRe.FindStringSubmatch(body); m != nil && vars["MESSAGE_ID"] == "" && strings.Contains(c, "/messages") {
+			vars["MESSAGE_ID"] = m[1]
 		}
 		t.Logf("%s -> %s %s", c, status, body)
 	}

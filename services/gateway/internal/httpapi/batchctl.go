@@ -3,11 +3,10 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
+	"slices"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -81,44 +80,23 @@ func (h *handlers) cancelBatch(c *gin.Context) {
 // (the next_cursor of the page before). 422 for a bad query, checked before
 // the batch is looked up; 404 as for GET /api/batches/{batch_id}.
 func (h *handlers) batchMessages(c *gin.Context) {
+	q := query{c: c}
 	var f record.Filter
-	var problems []problem
+	states := names(record.States)
 	for _, v := range c.QueryArray("state") {
 		for _, s := range strings.Split(v, ",") {
 			s = strings.TrimSpace(s)
-			if !validMessageState(s) {
-				problems = append(problems, problem{Type: "enum", Loc: []any{"query", "state"},
-					Msg: "Input should be " + stateList(), Input: s})
+			if !slices.Contains(states, s) {
+				q.fail("enum", "state", "Input should be "+quotedList(states), s)
 				continue
 			}
 			f.States = append(f.States, s)
 		}
 	}
-	if v, ok := c.GetQuery("limit"); ok {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		switch {
-		case err != nil:
-			problems = append(problems, problem{Type: "int_parsing", Loc: []any{"query", "limit"},
-				Msg: "Input should be a valid integer, unable to parse string as an integer", Input: v})
-		case n < 1:
-			problems = append(problems, problem{Type: "greater_than_equal", Loc: []any{"query", "limit"},
-				Msg: "Input should be greater than or equal to 1", Input: v})
-		case n > record.MaxLimit:
-			problems = append(problems, problem{Type: "less_than_equal", Loc: []any{"query", "limit"},
-				Msg: fmt.Sprintf("Input should be less than or equal to %d", record.MaxLimit), Input: v})
-		default:
-			f.Limit = n
-		}
-	}
-	if v, ok := c.GetQuery("cursor"); ok {
-		if v == "" {
-			problems = append(problems, problem{Type: "cursor_invalid", Loc: []any{"query", "cursor"},
-				Msg: "cursor must be the next_cursor of a page of this batch", Input: v})
-		}
-		f.Cursor = v
-	}
-	if len(problems) > 0 {
-		abortProblems(c, problems)
+	f.Limit = int(q.int("limit", 1, record.MaxLimit))
+	f.Cursor = q.cursor("cursor", "this batch")
+	if len(q.problems) > 0 {
+		abortProblems(c, q.problems)
 		return
 	}
 	id, err := uuid.Parse(c.Param("batch_id"))
@@ -145,34 +123,5 @@ func (h *handlers) batchMessages(c *gin.Context) {
 		return
 	}
 	c.Set(ctxBatchID, id.String())
-	body, err := json.Marshal(page)
-	if err != nil {
-		abortDetail(c, http.StatusInternalServerError, msgInternal)
-		return
-	}
-	writeJSON(c, http.StatusOK, body)
-}
-
-func validMessageState(s string) bool {
-	for _, x := range record.States {
-		if string(x) == s {
-			return true
-		}
-	}
-	return false
-}
-
-// stateList is pydantic's enum wording: 'a', 'b' or 'c'.
-func stateList() string {
-	var b strings.Builder
-	for i, s := range record.States {
-		switch {
-		case i == len(record.States)-1:
-			b.WriteString(" or ")
-		case i > 0:
-			b.WriteString(", ")
-		}
-		b.WriteString("'" + string(s) + "'")
-	}
-	return b.String()
+	writeValue(c, http.StatusOK, page)
 }

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -22,33 +21,56 @@ import (
 type BatchReader interface {
 	RecordedBatch(ctx context.Context, companyID int64, batchID string) (record.Batch, error)
 	PendingBatch(ctx context.Context, companyID int64, batchID string) (record.Batch, error)
+	// ListBatches is record.ListBatches.
+	ListBatches(ctx context.Context, companyID int64, f record.BatchFilter) (record.BatchPage, error)
+	// FindMessage is record.MessageByID for a key of digits, else
+	// record.MessageByWamid.
+	FindMessage(ctx context.Context, companyID int64, key string) (record.Found, error)
+}
+
+// batchSummaryJSON is a batch in GET /api/batches: what it sends (with the
+// names of its campaign, automation and segment) and where it stands.
+type batchSummaryJSON struct {
+	ID             string        `json:"batch_id"`
+	CompanyID      int64         `json:"company_id"`
+	Kind           bus.BatchKind `json:"kind"`
+	Source         bus.Source    `json:"source"`
+	Status         string        `json:"status"`
+	Error          string        `json:"error,omitempty"`
+	CampaignID     *int64        `json:"campaign_id,omitempty"`
+	CampaignName   string        `json:"campaign_name,omitempty"`
+	AutomationID   *int64        `json:"automation_id,omitempty"`
+	AutomationName string        `json:"automation_name,omitempty"`
+	SegmentID      *int64        `json:"segment_id,omitempty"`
+	SegmentName    string        `json:"segment_name,omitempty"`
+	ContactCount   int           `json:"contacts"`
+	IsForced       bool          `json:"is_forced"`
+	ScheduledAt    *time.Time    `json:"scheduled_at,omitempty"`
+	AcceptedAt     time.Time     `json:"accepted_at"`
+	CompletedAt    *time.Time    `json:"completed_at,omitempty"`
+	CancelledAt    *time.Time    `json:"cancelled_at,omitempty"`
 }
 
 // batchJSON is the public shape of a batch: GET /api/batches/{batch_id},
-// and the batch in a cancel's answer.
+// and the batch in a cancel's answer: the summary and its messages counted.
 type batchJSON struct {
-	ID           string        `json:"batch_id"`
-	CompanyID    int64         `json:"company_id"`
-	Kind         bus.BatchKind `json:"kind"`
-	Source       bus.Source    `json:"source"`
-	Status       string        `json:"status"`
-	Error        string        `json:"error,omitempty"`
-	ContactCount int           `json:"contacts"`
-	IsForced     bool          `json:"is_forced"`
-	ScheduledAt  *time.Time    `json:"scheduled_at,omitempty"`
-	AcceptedAt   time.Time     `json:"accepted_at"`
-	CompletedAt  *time.Time    `json:"completed_at,omitempty"`
-	CancelledAt  *time.Time    `json:"cancelled_at,omitempty"`
+	batchSummaryJSON
 	// Counts has every message state, zero included.
 	Counts map[record.State]int `json:"counts"`
 }
 
-func batchBody(b record.Batch) batchJSON {
-	return batchJSON{
+func batchSummary(b record.Batch) batchSummaryJSON {
+	return batchSummaryJSON{
 		ID: b.ID, CompanyID: b.CompanyID, Kind: b.Kind, Source: b.Source, Status: string(b.Status), Error: b.Error,
+		CampaignID: b.CampaignID, CampaignName: b.CampaignName, AutomationID: b.AutomationID, AutomationName: b.AutomationName,
+		SegmentID: b.SegmentID, SegmentName: b.SegmentName,
 		ContactCount: b.ContactCount, IsForced: b.IsForced, ScheduledAt: b.ScheduledAt, AcceptedAt: b.AcceptedAt,
-		CompletedAt: b.CompletedAt, CancelledAt: b.CancelledAt, Counts: b.Counts,
+		CompletedAt: b.CompletedAt, CancelledAt: b.CancelledAt,
 	}
+}
+
+func batchBody(b record.Batch) batchJSON {
+	return batchJSON{batchSummaryJSON: batchSummary(b), Counts: b.Counts}
 }
 
 // findBatch looks in the record, then in the stream, then in the record
@@ -85,10 +107,5 @@ func (h *handlers) batchStatus(c *gin.Context) {
 		abortUnavailable(c)
 		return
 	}
-	body, err := json.Marshal(batchBody(b))
-	if err != nil {
-		abortDetail(c, http.StatusInternalServerError, msgInternal)
-		return
-	}
-	writeJSON(c, http.StatusOK, body)
+	writeValue(c, http.StatusOK, batchBody(b))
 }

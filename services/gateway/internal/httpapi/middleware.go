@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
@@ -24,6 +25,41 @@ func principal(c *gin.Context) auth.Principal {
 	v, _ := c.Get(ctxPrincipal)
 	p, _ := v.(auth.Principal)
 	return p
+}
+
+// ctxRequestID is where requestID leaves the request's id.
+const ctxRequestID = "parley.request_id"
+
+// RequestIDHeader carries a request's id, both ways.
+const RequestIDHeader = "X-Request-ID"
+
+// requestID gives every request an id to quote in a support ticket: the
+// caller's X-Request-ID when it is sane (1 to 128 of A-Z a-z 0-9 and
+// . _ : - +, so it cannot forge a log line), else a new UUID. The answer
+// carries it in X-Request-ID, whatever its status, and the request's log
+// line has it.
+func requestID(c *gin.Context) {
+	id := c.GetHeader(RequestIDHeader)
+	if !saneRequestID(id) {
+		id = uuid.NewString()
+	}
+	c.Set(ctxRequestID, id)
+	c.Writer.Header()[RequestIDHeader] = []string{id}
+	c.Next()
+}
+
+func saneRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch b := id[i]; {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9', b == '.', b == '_', b == ':', b == '-', b == '+':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // secureHeaders marks every answer as JSON that must not be sniffed, framed,
@@ -46,7 +82,7 @@ func recoverPanics(log *zap.Logger) gin.HandlerFunc {
 				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 					panic(v) // the client went away; let net/http handle it
 				}
-				log.Error("panic in handler", zap.String("route", c.FullPath()), zap.Any("panic", v),
+				log.Error("panic in handler", zap.String("route", c.FullPath()), zap.String("request_id", c.GetString(ctxRequestID)), zap.Any("panic", v),
 					zap.ByteString("stack", debug.Stack()))
 				if !c.Writer.Written() {
 					abortDetail(c, http.StatusInternalServerError, msgInternal)
@@ -123,6 +159,7 @@ func observe(m *metrics, log *zap.Logger, accessLog bool) gin.HandlerFunc {
 			fields := []zap.Field{
 				zap.String("method", c.Request.Method), zap.String("route", route),
 				zap.Int("status", status), zap.Duration("latency", elapsed),
+				zap.String("request_id", c.GetString(ctxRequestID)),
 			}
 			if p := principal(c); p.CompanyID != 0 {
 				fields = append(fields, zap.Int64("company_id", p.CompanyID))

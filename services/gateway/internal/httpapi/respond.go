@@ -48,6 +48,13 @@ func abortUnavailable(c *gin.Context) {
 	abortDetail(c, http.StatusServiceUnavailable, msgUnavailable)
 }
 
+// writeAccepted answers 202 with the SendAcceptedResponse and Location, the
+// batch's status URL.
+func writeAccepted(c *gin.Context, batchID string, contacts int) {
+	c.Writer.Header()["Location"] = []string{"/api/batches/" + batchID}
+	writeJSON(c, http.StatusAccepted, appendAccepted(make([]byte, 0, 96), batchID, contacts))
+}
+
 // appendAccepted renders the SendAcceptedResponse without reflection.
 func appendAccepted(dst []byte, batchID string, contacts int) []byte {
 	dst = append(dst, `{"status":"accepted","batch_id":"`...)

@@ -64,7 +64,7 @@ func New(cfg Config, d Deps) http.Handler {
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
-	e.Use(recoverPanics(d.Log), secureHeaders, observe(newMetrics(d.Metrics), d.Log, cfg.AccessLog))
+	e.Use(requestID, recoverPanics(d.Log), secureHeaders, observe(newMetrics(d.Metrics), d.Log, cfg.AccessLog))
 	e.NoRoute(func(c *gin.Context) { abortDetail(c, http.StatusNotFound, msgNotFound) })
 	e.NoMethod(func(c *gin.Context) { abortDetail(c, http.StatusMethodNotAllowed, msgMethod) })
 
@@ -84,6 +84,8 @@ func New(cfg Config, d Deps) http.Handler {
 	api(RouteBatchStatus, h.batchStatus)
 	api(RouteBatchCancel, h.cancelBatch)
 	api(RouteBatchMessages, h.batchMessages)
+	api(RouteBatchList, h.listBatches)
+	api(RouteMessage, h.message)
 	if d.Docs != nil {
 		e.GET(OpenAPIPath, serveDoc(d.Docs, "application/json", d.Docs.JSON, ""))
 		e.GET(DocsPath, serveDoc(d.Docs, "text/html; charset=utf-8", d.Docs.HTML, docsCSP(d.Docs)))

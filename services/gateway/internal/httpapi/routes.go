@@ -35,11 +35,15 @@ var (
 	// second. The message listing reads, like the batch status: 20.
 	RouteBatchCancel   = Route{"batch_cancel", http.MethodPost, "/api/batches/:batch_id/cancel", ratelimit.PerSecond(10)}
 	RouteBatchMessages = Route{"batch_messages", http.MethodGet, "/api/batches/:batch_id/messages", ratelimit.PerSecond(20)}
+	// The list reads a page of up to 100 batches: half the reads' 20. A
+	// message found by id or wamid reads one row, like a batch's status.
+	RouteBatchList = Route{"batch_list", http.MethodGet, "/api/batches", ratelimit.PerSecond(10)}
+	RouteMessage   = Route{"message", http.MethodGet, "/api/messages/:message_id", ratelimit.PerSecond(20)}
 )
 
 // Routes is the route table: every limited endpoint of the public API.
 var Routes = []Route{RouteCampaignSend, RouteAutomationSend, RouteSegmentCreate, RouteSegmentContacts,
-	RouteBatchSend, RouteConnectorSend, RouteBatchStatus, RouteBatchCancel, RouteBatchMessages}
+	RouteBatchSend, RouteConnectorSend, RouteBatchStatus, RouteBatchCancel, RouteBatchMessages, RouteBatchList, RouteMessage}
 
 // DocLimits is the route table as the OpenAPI document states it.
 func DocLimits() []apidoc.Limit {

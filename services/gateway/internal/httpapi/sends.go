@@ -93,7 +93,7 @@ func (h *handlers) claimKey(c *gin.Context, route Route, companyID int64, body [
 			return nil, true
 		}
 		c.Set(ctxBatchID, rec.BatchID)
-		writeJSON(c, http.StatusAccepted, appendAccepted(nil, rec.BatchID, rec.Contacts))
+		writeAccepted(c, rec.BatchID, rec.Contacts)
 		return nil, true
 	case idempotency.Busy:
 		abortDetail(c, http.StatusConflict, "A request with this Idempotency-Key is still being processed; retry later")
@@ -151,7 +151,7 @@ func accept[T any](h *handlers, c *gin.Context, route Route,
 			settled = true
 			h.settle(context.WithoutCancel(ctx), func(ctx context.Context) error { return h.idem.Complete(ctx, claim, acc.BatchID, acc.Contacts) })
 		}
-		writeJSON(c, http.StatusAccepted, appendAccepted(make([]byte, 0, 96), acc.BatchID, acc.Contacts))
+		writeAccepted(c, acc.BatchID, acc.Contacts)
 	case notFoundDetail(err) != "":
 		abortDetail(c, http.StatusNotFound, notFoundDetail(err))
 	case errors.As(err, &cfgErr):
