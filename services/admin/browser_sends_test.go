@@ -76,7 +76,10 @@ func TestBrowserSends(t *testing.T) {
 
 	// The list, from the sidebar.
 	signIn("ada@acme.example")
-	do("open Sends", chromedp.Click(chromedp.ID("nav-sends")), chromedp.WaitVisible(chromedp.ID("sends")))
+	do("lands on Sends", chromedp.WaitVisible(chromedp.ID("sends")))
+	if url := b.location(); !strings.HasSuffix(url, "/sends") {
+		t.Fatalf("sign-in lands on %s, want /sends", url)
+	}
 	if n := count(`#sends tr.batch`); n != 3 {
 		t.Fatalf("the Sends page lists %d batches, want 3", n)
 	}
@@ -179,7 +182,7 @@ func TestBrowserSends(t *testing.T) {
 	pending := e.seedBatch(e.CompanyID, "batch", "/api/batches", "processing", now.Add(-time.Minute), 0,
 		spread(20, "queued", time.Second, time.Second, 0, ""))
 	signIn("max@acme.example")
-	do("member opens Sends", chromedp.Navigate(e.URL+"/sends"), chromedp.WaitVisible(chromedp.ID("sends")))
+	do("member lands on Sends", chromedp.WaitVisible(chromedp.ID("sends")))
 	if n := count(`#sends tr.batch`); n != 4 {
 		t.Fatalf("the member's Sends page lists %d batches, want 4", n)
 	}

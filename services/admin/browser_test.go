@@ -162,6 +162,16 @@ func (b *browserRun) count(sel string) int {
 	return n
 }
 
+// location is the path of the page the tab shows.
+func (b *browserRun) location() string {
+	b.t.Helper()
+	p, err := chromedp.Run(b.tab, chromedp.Evaluate[string](`location.pathname`))
+	if err != nil {
+		b.t.Fatalf("location: %v", err)
+	}
+	return p
+}
+
 // fillSignIn opens the sign-in page at url and types the credentials.
 func (b *browserRun) fillSignIn(url, email string) {
 	b.t.Helper()
@@ -214,7 +224,9 @@ func TestBrowserCredentials(t *testing.T) {
 	signIn("ada@acme.example")
 	shot("sign-in")
 	submit("sign in", `button[type=submit]`, http.StatusOK)
-	do("credentials page", chromedp.WaitVisible(chromedp.ID("no-key")))
+	do("lands on Sends", chromedp.WaitVisible(chromedp.ID("no-sends")))
+	do("open Credentials from the sidebar", chromedp.Click(chromedp.CSS(`a.nav-item[href="`+credentialsPath+`"]`)),
+		chromedp.WaitVisible(chromedp.ID("no-key")))
 	shot("admin-no-key")
 
 	// Create, and copy the key from the page.
@@ -296,7 +308,8 @@ func TestBrowserCredentials(t *testing.T) {
 	submit("sign out", `.account button[type=submit]`, http.StatusOK)
 	signIn("max@acme.example")
 	submit("member sign-in", `button[type=submit]`, http.StatusOK)
-	do("member page", chromedp.WaitVisible(chromedp.CSS(`.notice`)))
+	do("member lands on Sends", chromedp.WaitVisible(chromedp.ID("no-sends")))
+	do("member page", chromedp.Navigate(e.URL+credentialsPath), chromedp.WaitVisible(chromedp.CSS(`.notice`)))
 	shot("member-read-only")
 	if n := count(`form[action^="/settings/"] button, a[href*="/revoke"], #create, #rotate`); n != 0 {
 		t.Fatalf("a member's page has %d key actions", n)

@@ -474,3 +474,25 @@ func TestRevokePreviousKeyDuringGrace(t *testing.T) {
 	e.mustAuthenticate(first, false)
 	e.mustAuthenticate(second, true)
 }
+
+// Signed in, admin or member, the console opens on Sends: straight from the
+// sign-in page, from /, and from a sign-in page visited while signed in.
+func TestSignInLandsOnSends(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, email := range []string{"ada@acme.example", "max@acme.example"} {
+		t.Run(email, func(t *testing.T) {
+			b := e.browser()
+			if p := b.signIn(email, testPassword); p.Status != http.StatusSeeOther || p.Header.Get("Location") != "/sends" {
+				t.Fatalf("sign-in: %d to %q, want 303 to /sends", p.Status, p.Header.Get("Location"))
+			}
+			for _, path := range []string{"/", "/login"} {
+				if p := b.get(path); p.Status != http.StatusSeeOther || p.Header.Get("Location") != "/sends" {
+					t.Errorf("signed in, %s: %d to %q, want 303 to /sends", path, p.Status, p.Header.Get("Location"))
+				}
+			}
+			if p := b.get("/sends"); p.Status != http.StatusOK || !strings.Contains(p.Body, `id="no-sends"`) {
+				t.Fatalf("Sends: %d", p.Status)
+			}
+		})
+	}
+}

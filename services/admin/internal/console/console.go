@@ -67,6 +67,9 @@ const (
 	PathSignOut     = "/logout"
 	PathCredentials = "/settings/integrations/credentials"
 	PathSends       = "/sends"
+	// PathHome is where a signed-in user lands, admin or member: the
+	// company's sends, what the console is mostly opened to check.
+	PathHome = PathSends
 )
 
 // Deps is what the console needs.
@@ -314,7 +317,7 @@ func (c *Console) requireAdminFor(reserved string, next http.HandlerFunc) http.H
 }
 
 func (c *Console) home(w http.ResponseWriter, r *http.Request) {
-	http.Redirect(w, r, PathCredentials, http.StatusSeeOther)
+	http.Redirect(w, r, PathHome, http.StatusSeeOther)
 }
 
 // clientIP is the address sign-in failures are counted under.
@@ -341,7 +344,7 @@ func (c *Console) clientIP(r *http.Request) netip.Addr {
 // safeNext accepts only a path on this site as a place to return to.
 func safeNext(p string) string {
 	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\") || p == PathSignIn {
-		return PathCredentials
+		return PathHome
 	}
 	return p
 }

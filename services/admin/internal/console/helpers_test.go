@@ -25,11 +25,11 @@ func TestRemaining(t *testing.T) {
 func TestSafeNext(t *testing.T) {
 	cases := map[string]string{
 		"/settings/integrations/credentials": "/settings/integrations/credentials",
-		"":                                   PathCredentials,
-		"https://evil.example/":              PathCredentials,
-		"//evil.example/":                    PathCredentials,
-		"/\\evil.example/":                   PathCredentials,
-		"/login":                             PathCredentials,
+		"":                                   PathSends,
+		"https://evil.example/":              PathSends,
+		"//evil.example/":                    PathSends,
+		"/\\evil.example/":                   PathSends,
+		"/login":                             PathSends,
 	}
 	for in, want := range cases {
 		if got := safeNext(in); got != want {

@@ -21,7 +21,7 @@ func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 		c.serverError(w, r, err)
 		return
 	} else if ok {
-		http.Redirect(w, r, PathCredentials, http.StatusSeeOther)
+		http.Redirect(w, r, PathHome, http.StatusSeeOther)
 		return
 	}
 	c.render(w, r, http.StatusOK, c.pages.signIn, view{Title: "Sign in", Page: signInView{}})
