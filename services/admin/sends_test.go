@@ -274,11 +274,12 @@ func TestSendsTimeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl, err := st.Timeline(ctx, b, 4)
+	tl, err := st.Timeline(ctx, b, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !tl.Start.Equal(t0) || !tl.End.Equal(t0.Add(40*time.Second)) || len(tl.Counts) != 5 {
+	// It ended at its last change (40s), held for one more step.
+	if !tl.Start.Equal(t0) || !tl.End.Equal(t0.Add(50*time.Second)) || len(tl.Counts) != 6 {
 		t.Fatalf("timeline from %v to %v with %d points", tl.Start, tl.End, len(tl.Counts))
 	}
 	want := []map[string]int{
@@ -287,6 +288,7 @@ func TestSendsTimeline(t *testing.T) {
 		{"waiting": 2, "failed": 1},            // 20s
 		{"sent": 1, "failed": 1, "waiting": 1}, // 30s: sent at 30s counts, delivered at 32s not yet
 		{"read": 1, "failed": 1, "sent": 1},    // 40s
+		{"read": 1, "failed": 1, "sent": 1},    // 50s: the final state, drawn over a step
 	}
 	// The timeline ends on the batch's counts, whatever order the
 	// provider's callbacks came in: a failure a later delivery overrode is
@@ -345,6 +347,83 @@ func TestSendsTimeline(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// The chart runs to the batch's end, or to now while it is under way, so
+// that the state it is in now is drawn at its true width.
+func TestSendsTimelineRunsToTheBatchEnd(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	t0 := time.Date(2025, 6, 2, 9, 0, 0, 0, time.UTC)
+	now := t0.Add(10 * time.Minute)
+	st := batches.New(e.Pool, func() time.Time { return now })
+	timeline := func(id string, points int) batches.Timeline {
+		t.Helper()
+		b, err := st.Get(ctx, e.CompanyID, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tl, err := st.Timeline(ctx, b, points)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tl
+	}
+	setBatch := func(id, column string, at time.Time) {
+		t.Helper()
+		if _, err := e.Pool.Exec(ctx, `UPDATE batches SET `+column+` = $2 WHERE id = $1`, id, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Read in full: every message was sent at 26s (the batch completed
+	// then), delivered at 28s and read at 30s. The chart holds the reads for a step past
+	// the last one: its last two moments are all read, not a ramp from
+	// delivered at the very end.
+	read := e.seedBatch(e.CompanyID, "campaign", "/api/campaigns/send", "completed", t0, 0,
+		repeatMsg(4, fixtureMsg{State: "read", At: 30 * time.Second}))
+	setBatch(read, "completed_at", t0.Add(26*time.Second)) // sent at 26s: nothing left to send
+	tl := timeline(read, 6)
+	if !tl.End.Equal(t0.Add(36 * time.Second)) {
+		t.Fatalf("read in full: the chart ends at %v, want 36s (30s and a step)", tl.End.Sub(t0))
+	}
+	for _, i := range []int{5, 6} {
+		if c := tl.Counts[i]; len(c) != 1 || c["read"] != 4 {
+			t.Errorf("read in full, point %d (%v): %v, want read 4", i, tl.At[i].Sub(t0), c)
+		}
+	}
+	if c := tl.Counts[4]; len(c) != 1 || c["waiting"] != 4 {
+		t.Errorf("read in full, point 4 (%v): %v, want waiting 4 (sent at 26s)", tl.At[4].Sub(t0), c)
+	}
+
+	// Completed after its last change: the chart runs to completed_at.
+	done := e.seedBatch(e.CompanyID, "automation", "/api/automations/trigger", "completed", t0, 0,
+		repeatMsg(2, fixtureMsg{State: "failed", At: 20 * time.Second, Code: 131026, Title: "Message undeliverable"}))
+	setBatch(done, "completed_at", t0.Add(80*time.Second))
+	if tl := timeline(done, 4); !tl.End.Equal(t0.Add(80*time.Second)) || tl.Counts[3]["failed"] != 2 {
+		t.Errorf("completed at 80s: the chart ends at %v with %v before the end", tl.End.Sub(t0), tl.Counts[3])
+	}
+
+	// Cancelled at 2 minutes, its messages before: the chart runs to the cancel.
+	cancelled := e.seedBatch(e.CompanyID, "campaign", "/api/campaigns/send", "cancelled", t0, 0,
+		repeatMsg(3, fixtureMsg{State: "cancelled", At: 30 * time.Second}))
+	setBatch(cancelled, "cancelled_at", t0.Add(2*time.Minute))
+	if tl := timeline(cancelled, 4); !tl.End.Equal(t0.Add(2*time.Minute)) || tl.Counts[3]["cancelled"] != 3 {
+		t.Errorf("cancelled at 2m: the chart ends at %v with %v before the end", tl.End.Sub(t0), tl.Counts[3])
+	}
+
+	// Under way: to now, whatever its last change.
+	underWay := e.seedBatch(e.CompanyID, "batch", "/api/batches", "processing", t0, 0, concat(
+		repeatMsg(1, fixtureMsg{State: "sent", At: 30 * time.Second}),
+		repeatMsg(1, fixtureMsg{State: "queued", At: time.Second})))
+	if tl := timeline(underWay, 10); !tl.End.Equal(now) || tl.Counts[9]["sent"] != 1 || tl.Counts[9]["waiting"] != 1 {
+		t.Errorf("under way: the chart ends at %v with %v before the end", tl.End.Sub(t0), tl.Counts[9])
+	}
+	// A finished batch's chart never runs past now.
+	now = t0.Add(31 * time.Second)
+	if tl := timeline(read, 6); !tl.End.Equal(now) {
+		t.Errorf("read in full, read a second after its last change: the chart ends at %v, want now (31s)", tl.End.Sub(t0))
 	}
 }
 

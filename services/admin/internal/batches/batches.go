@@ -223,10 +223,10 @@ const timelineEvents = `
 `
 
 // Timeline returns the batch's states over time at points+1 moments, from
-// its acceptance to its last message change (to now while under way).
-// Each message's state at a moment is the latest of its state times at or
-// before it: created (waiting), sent_at, delivered_at, read_at, failed_at,
-// skipped_at, cancelled_at (see timelineEvents).
+// its acceptance to its end (see timelineEnd). Each message's state at a
+// moment is the latest of its state times at or before it: created
+// (waiting), sent_at, delivered_at, read_at, failed_at, skipped_at,
+// cancelled_at (see timelineEvents).
 func (s *Store) Timeline(ctx context.Context, b Batch, points int) (Timeline, error) {
 	tl := Timeline{Start: b.AcceptedAt}
 	var last *time.Time
@@ -234,13 +234,7 @@ func (s *Store) Timeline(ctx context.Context, b Batch, points int) (Timeline, er
 	if err != nil {
 		return tl, fmt.Errorf("timeline bounds of batch %s: %w", b.ID, err)
 	}
-	tl.End = tl.Start
-	if last != nil && last.After(tl.End) {
-		tl.End = *last
-	}
-	if now := s.now(); b.Unfinished() && now.After(tl.End) {
-		tl.End = now
-	}
+	tl.End = timelineEnd(b, last, s.now(), points)
 	if tl.End.Sub(tl.Start) < time.Second {
 		// A batch done within a second still gets a readable axis (and a
 		// step of whole microseconds).
@@ -297,6 +291,38 @@ func (s *Store) Timeline(ctx context.Context, b Batch, points int) (Timeline, er
 		tl.Counts = append(tl.Counts, snap)
 	}
 	return tl, nil
+}
+
+// timelineEnd is where a batch's chart ends, so that the state it is in
+// now is drawn at its true width and not only at the chart's last moment
+// (where a batch read in full would look delivered): now while the batch
+// is under way; else its end (completed_at, or cancelled_at), or its last
+// message change when a receipt came after that (a delivery or a read
+// arrives after the batch completed), held for one more step of the chart
+// (the last change is then the chart's last moment but one) so that the
+// final state has a width; never past now.
+func timelineEnd(b Batch, last *time.Time, now time.Time, points int) time.Time {
+	end := b.AcceptedAt
+	later := func(t *time.Time) {
+		if t != nil && t.After(end) {
+			end = *t
+		}
+	}
+	later(last)
+	if b.Unfinished() {
+		later(&now)
+		return end
+	}
+	later(b.CompletedAt)
+	later(b.CancelledAt)
+	if last != nil && points > 1 && !last.Before(end) {
+		hold := last.Add(last.Sub(b.AcceptedAt) / time.Duration(points-1))
+		if hold.After(now) {
+			hold = now
+		}
+		later(&hold)
+	}
+	return end
 }
 
 // ProblemStates are the states the batch page lists with their reasons.
