@@ -1,7 +1,7 @@
 // Package cli is parleyctl, the operator's command line: it migrates the
 // schema, provisions companies and what they configure (users, API keys,
-// messaging accounts, templates, campaigns, automations, connectors), and
-// seeds a demo company for local runs.
+// messaging accounts, templates, campaigns, automations, connectors), reads
+// and cancels its sends (batches), and seeds a demo company for local runs.
 //
 // Every command prints a table, or with --json only JSON on stdout (one
 // object or one array, snake_case keys). Errors go to stderr; the exit code is
@@ -25,6 +25,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/parleyhq/parley/pkg/apikey"
@@ -101,6 +102,7 @@ type env struct {
 	cfg     Config
 	loaded  bool
 	pool    *pgxpool.Pool
+	stream  jetstream.Stream
 	closers ops.Closers
 }
 
@@ -235,6 +237,7 @@ Every command accepts --json and then prints only JSON on stdout.`),
 		webhooksCmd(e),
 		contactsCmd(e),
 		optOutCmd(e),
+		batchesCmd(e),
 	)
 	return root
 }

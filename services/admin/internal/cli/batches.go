@@ -1,0 +1,490 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/catalog"
+	"github.com/parleyhq/parley/pkg/record"
+)
+
+func batchesCmd(e *env) *cobra.Command {
+	return group("batches", "List a company's sends (batches), show one with its counts, list its messages, cancel it",
+		batchesListCmd(e), batchesShowCmd(e), batchesMessagesCmd(e), batchesCancelCmd(e))
+}
+
+// batchView is a batch as --json prints it: the keys of GET /api/batches
+// and, with its counts, of GET /api/batches/{batch_id}.
+type batchView struct {
+	ID             string        `json:"batch_id"`
+	CompanyID      int64         `json:"company_id"`
+	Kind           bus.BatchKind `json:"kind"`
+	Source         bus.Source    `json:"source"`
+	Status         string        `json:"status"`
+	Error          string        `json:"error,omitempty"`
+	CampaignID     *int64        `json:"campaign_id,omitempty"`
+	CampaignName   string        `json:"campaign_name,omitempty"`
+	AutomationID   *int64        `json:"automation_id,omitempty"`
+	AutomationName string        `json:"automation_name,omitempty"`
+	SegmentID      *int64        `json:"segment_id,omitempty"`
+	SegmentName    string        `json:"segment_name,omitempty"`
+	ContactCount   int           `json:"contacts"`
+	IsForced       bool          `json:"is_forced"`
+	ScheduledAt    *time.Time    `json:"scheduled_at,omitempty"`
+	AcceptedAt     time.Time     `json:"accepted_at"`
+	CompletedAt    *time.Time    `json:"completed_at,omitempty"`
+	CancelledAt    *time.Time    `json:"cancelled_at,omitempty"`
+	// Counts has every message state, zero included; absent in a listing.
+	Counts map[record.State]int `json:"counts,omitempty"`
+}
+
+func viewBatch(b record.Batch) batchView {
+	return batchView{
+		ID: b.ID, CompanyID: b.CompanyID, Kind: b.Kind, Source: b.Source, Status: string(b.Status), Error: b.Error,
+		CampaignID: b.CampaignID, CampaignName: b.CampaignName, AutomationID: b.AutomationID, AutomationName: b.AutomationName,
+		SegmentID: b.SegmentID, SegmentName: b.SegmentName,
+		ContactCount: b.ContactCount, IsForced: b.IsForced, ScheduledAt: b.ScheduledAt, AcceptedAt: b.AcceptedAt,
+		CompletedAt: b.CompletedAt, CancelledAt: b.CancelledAt, Counts: b.Counts,
+	}
+}
+
+// named is a campaign, automation or segment as a person reads it: its
+// name, or its id while only the id is known (a batch still in the stream).
+func named(what, name string, id *int64) string {
+	switch {
+	case name != "":
+		return fmt.Sprintf("%s %q", what, name)
+	case id != nil:
+		return what + " " + fmtID(*id)
+	}
+	return ""
+}
+
+// sends says what a batch sends, by name: `campaign "Spring sale" to
+// segment "VIP"`, `automation "Order shipped"`, or "-" for a batch of
+// messages given one by one.
+func sends(b record.Batch) string {
+	var parts []string
+	if s := named("campaign", b.CampaignName, b.CampaignID); s != "" {
+		parts = append(parts, s)
+	}
+	if s := named("automation", b.AutomationName, b.AutomationID); s != "" {
+		parts = append(parts, s)
+	}
+	if s := named("segment", b.SegmentName, b.SegmentID); s != "" {
+		if len(parts) > 0 {
+			s = "to " + s
+		}
+		parts = append(parts, s)
+	}
+	return orDash(strings.Join(parts, " "))
+}
+
+// invalidFilter makes a filter record refused a usage mistake, named by
+// its flag.
+func invalidFilter(err error) error {
+	var inv *record.InvalidError
+	if errors.As(err, &inv) {
+		return usagef("--%s: %s", inv.Field, inv.Msg)
+	}
+	return err
+}
+
+// optionalTime is an optional time flag: an RFC 3339 time or a duration
+// ago (parseTimeFlag); nil when not given.
+func optionalTime(flag, v string) (*time.Time, error) {
+	if v == "" {
+		return nil, nil
+	}
+	t, err := parseTimeFlag(flag, v, time.Now())
+	return &t, err
+}
+
+// batchListView is a page of batches as --json prints it.
+type batchListView struct {
+	Batches    []batchView `json:"batches"`
+	NextCursor *string     `json:"next_cursor"`
+}
+
+func batchesListCmd(e *env) *cobra.Command {
+	var company, kind, status, source, since, until, cursor string
+	var campaignID, automationID int64
+	var limit int
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "List a company's batches, newest first, with what each sends by name",
+		Long: strings.TrimSpace(`
+Lists the company's recorded batches newest first, with the filters of
+GET /api/batches. A batch still waiting in the stream is listed once a
+dispatcher has recorded it (batches show finds it before). When more batches
+remain, the next page's --cursor is printed last.`),
+		Example: `  parleyctl batches list --company acme
+  parleyctl batches list --company acme --kind campaign --status processing --since 24h
+  parleyctl batches list --company acme --campaign 3 --limit 20 --cursor djE6YmF0Y2hlczo...`,
+		Args: noArgs,
+	}
+	c.RunE = run(func(ctx context.Context, _ []string) error {
+		f := record.BatchFilter{Kind: bus.BatchKind(kind), Status: record.BatchState(status), Source: bus.Source(source),
+			CampaignID: campaignID, AutomationID: automationID, Limit: limit, Cursor: cursor}
+		var err error
+		if f.Since, err = optionalTime("since", since); err != nil {
+			return err
+		}
+		if f.Until, err = optionalTime("until", until); err != nil {
+			return err
+		}
+		if limit < 1 {
+			return usagef("--limit: limit must be between 1 and %d", record.MaxBatchLimit)
+		}
+		if campaignID < 0 || automationID < 0 {
+			return usagef("--campaign and --automation are ids (positive)")
+		}
+		pool, co, err := e.companyDB(ctx, company)
+		if err != nil {
+			return err
+		}
+		page, err := record.ListBatches(ctx, pool, co.ID, f)
+		if err != nil {
+			return invalidFilter(err)
+		}
+		v := batchListView{Batches: make([]batchView, len(page.Batches)), NextCursor: page.NextCursor}
+		rows := make([][]string, len(page.Batches))
+		for i, b := range page.Batches {
+			v.Batches[i] = viewBatch(b)
+			rows[i] = []string{b.ID, string(b.Kind), string(b.Status), sends(b), strconv.Itoa(b.ContactCount),
+				fmtTime(b.AcceptedAt), fmtTimePtr(b.CompletedAt)}
+		}
+		return e.emit(v, func(w io.Writer) {
+			table(w, "no batches", []string{"BATCH", "KIND", "STATUS", "SENDS", "CONTACTS", "ACCEPTED", "COMPLETED"}, rows)
+			if page.NextCursor != nil {
+				fmt.Fprintf(w, "\nmore: --cursor %s\n", *page.NextCursor)
+			}
+		})
+	})
+	companyFlag(c, &company)
+	fl := c.Flags()
+	fl.StringVar(&kind, "kind", "", "only this kind: "+names(bus.BatchKinds))
+	fl.StringVar(&status, "status", "", "only this status: "+names(record.BatchStates))
+	fl.StringVar(&source, "source", "", "only this source (api:campaigns_send, connector:shopify, ...)")
+	fl.Int64Var(&campaignID, "campaign", 0, "only this campaign's batches (id)")
+	fl.Int64Var(&automationID, "automation", 0, "only this automation's batches (id)")
+	fl.StringVar(&since, "since", "", "only batches accepted at or after this time (RFC 3339, or a duration ago: 24h)")
+	fl.StringVar(&until, "until", "", "only batches accepted before this time (RFC 3339, or a duration ago)")
+	fl.IntVar(&limit, "limit", record.DefaultBatchLimit, fmt.Sprintf("page size, 1 to %d", record.MaxBatchLimit))
+	fl.StringVar(&cursor, "cursor", "", "the cursor a previous page printed")
+	return c
+}
+
+func names[T ~string](xs []T) string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = string(x)
+	}
+	return strings.Join(out, ", ")
+}
+
+// companyDB resolves --company and opens the database.
+func (e *env) companyDB(ctx context.Context, ref string) (*pgxpool.Pool, catalog.Company, error) {
+	_, co, err := e.withCompany(ctx, ref)
+	if err != nil {
+		return nil, co, err
+	}
+	pool, err := e.db(ctx)
+	if err != nil {
+		return nil, co, err
+	}
+	return pool, co, nil
+}
+
+// sendsStream opens the SENDS stream, where a batch waits until a
+// dispatcher records it, on first use.
+func (e *env) sendsStream(ctx context.Context) (jetstream.Stream, error) {
+	if e.stream != nil {
+		return e.stream, nil
+	}
+	cfg, err := e.config()
+	if err != nil {
+		return nil, err
+	}
+	nc, err := bus.Connect(cfg.NATS, "parleyctl")
+	if err != nil {
+		return nil, err
+	}
+	e.closers.Add(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	s, err := js.Stream(ctx, cfg.NATS.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s on %s: %w", cfg.NATS.Stream, cfg.NATS.URL, err)
+	}
+	e.stream = s
+	return s, nil
+}
+
+// pendingBatch is the company's batch while it waits in the stream, as
+// record.Pending describes it; record.ErrNotFound when it is not there.
+func (e *env) pendingBatch(ctx context.Context, companyID int64, batchID string) (record.Batch, error) {
+	s, err := e.sendsStream(ctx)
+	if err != nil {
+		return record.Batch{}, fmt.Errorf("batch %s is not recorded, and the stream it may wait in cannot be read: %w", batchID, err)
+	}
+	m, _, err := e.cfg.NATS.FindBatch(ctx, s, companyID, batchID)
+	if errors.Is(err, bus.ErrBatchNotInStream) {
+		return record.Batch{}, record.ErrNotFound
+	}
+	if err != nil {
+		return record.Batch{}, fmt.Errorf("look batch %s up in the stream: %w", batchID, err)
+	}
+	return record.Pending(companyID, m)
+}
+
+// batchRef is a batch id as typed, and the company it is looked up in.
+type batchRef struct {
+	co catalog.Company
+	id string
+}
+
+func (r batchRef) notFound() error {
+	return fmt.Errorf("batch %s not found in company %q", r.id, r.co.Slug)
+}
+
+// findBatch reads a batch as GET /api/batches/{id} does: the record, then
+// the stream, then the record again (a dispatcher records a batch before
+// it takes it off the stream, so a batch moving between them is found).
+// pending says it was found in the stream.
+func (e *env) findBatch(ctx context.Context, pool *pgxpool.Pool, ref batchRef) (b record.Batch, pending bool, err error) {
+	b, err = record.BatchStatus(ctx, pool, ref.co.ID, ref.id)
+	if !errors.Is(err, record.ErrNotFound) {
+		return b, false, err
+	}
+	if b, err = e.pendingBatch(ctx, ref.co.ID, ref.id); !errors.Is(err, record.ErrNotFound) {
+		if err == nil {
+			err = e.namePending(ctx, pool, &b)
+		}
+		return b, err == nil, err
+	}
+	b, err = record.BatchStatus(ctx, pool, ref.co.ID, ref.id)
+	if errors.Is(err, record.ErrNotFound) {
+		return b, false, ref.notFound()
+	}
+	return b, false, err
+}
+
+// namePending gives a batch still in the stream, which has only ids, the
+// names of its campaign, automation and segment, as a recorded one has.
+func (e *env) namePending(ctx context.Context, pool *pgxpool.Pool, b *record.Batch) error {
+	cat, err := e.catalog(ctx)
+	if err != nil {
+		return err
+	}
+	if b.CampaignID != nil {
+		c, err := cat.Campaign(ctx, b.CompanyID, *b.CampaignID)
+		if err != nil && !errors.Is(err, catalog.ErrNotFound) {
+			return err
+		}
+		b.CampaignName = c.Name
+	}
+	if b.AutomationID != nil {
+		a, err := cat.Automation(ctx, b.CompanyID, *b.AutomationID)
+		if err != nil && !errors.Is(err, catalog.ErrNotFound) {
+			return err
+		}
+		b.AutomationName = a.Name
+	}
+	if b.SegmentID != nil {
+		err := pool.QueryRow(ctx, `SELECT name FROM segments WHERE id = $1 AND company_id = $2`, *b.SegmentID, b.CompanyID).Scan(&b.SegmentName)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("name segment %d: %w", *b.SegmentID, err)
+		}
+	}
+	return nil
+}
+
+// batchArgCmd is a command on one batch: `<use> <batch_id> --company ...`.
+func batchArgCmd(e *env, use, short, example string, body func(ctx context.Context, pool *pgxpool.Pool, ref batchRef) error) *cobra.Command {
+	var company string
+	c := &cobra.Command{
+		Use:     use + " <batch_id>",
+		Short:   short,
+		Example: example,
+		Args:    exactArgs(1, "one batch id"),
+	}
+	c.RunE = run(func(ctx context.Context, args []string) error {
+		pool, co, err := e.companyDB(ctx, company)
+		if err != nil {
+			return err
+		}
+		return body(ctx, pool, batchRef{co: co, id: strings.TrimSpace(args[0])})
+	})
+	companyFlag(c, &company)
+	return c
+}
+
+// batchFields are a batch's "label: value" lines.
+func batchFields(co catalog.Company, b record.Batch) []string {
+	f := []string{"batch", b.ID, "company", co.Slug, "kind", string(b.Kind), "source", string(b.Source), "status", string(b.Status)}
+	if b.Error != "" {
+		f = append(f, "error", b.Error)
+	}
+	f = append(f, "sends", sends(b), "contacts", strconv.Itoa(b.ContactCount), "forced", yesNo(b.IsForced))
+	if b.ScheduledAt != nil {
+		f = append(f, "scheduled", fmtTime(*b.ScheduledAt))
+	}
+	f = append(f, "accepted", fmtTime(b.AcceptedAt), "completed", fmtTimePtr(b.CompletedAt))
+	if b.CancelledAt != nil {
+		f = append(f, "cancelled", fmtTime(*b.CancelledAt))
+	}
+	return f
+}
+
+func batchesShowCmd(e *env) *cobra.Command {
+	c := batchArgCmd(e, "show", "Show a batch with its messages counted by state (also while it waits in the stream)",
+		"  parleyctl batches show 0197c2d4-8f7a-7b3e-9c1d-2a4b6c8d0e1f --company acme",
+		func(ctx context.Context, pool *pgxpool.Pool, ref batchRef) error {
+			b, pending, err := e.findBatch(ctx, pool, ref)
+			if err != nil {
+				return err
+			}
+			return e.emit(viewBatch(b), func(w io.Writer) {
+				fields(w, batchFields(ref.co, b)...)
+				if pending {
+					fmt.Fprintln(w, "\nwaiting in the stream: no dispatcher has taken it yet, so it has no messages yet")
+				}
+				fmt.Fprintln(w)
+				rows := make([][]string, 0, len(record.States))
+				for _, s := range record.States {
+					rows = append(rows, []string{string(s), strconv.Itoa(b.Counts[s])})
+				}
+				table(w, "", []string{"STATE", "MESSAGES"}, rows)
+			})
+		})
+	return c
+}
+
+func batchesMessagesCmd(e *env) *cobra.Command {
+	var states []string
+	var limit int
+	var cursor string
+	c := batchArgCmd(e, "messages", "List a batch's messages in batch order: phone, state, error, attempts, wamid",
+		`  parleyctl batches messages 0197c2d4-8f7a-7b3e-9c1d-2a4b6c8d0e1f --company acme
+  parleyctl batches messages 0197c2d4-8f7a-7b3e-9c1d-2a4b6c8d0e1f --company acme --state failed,skipped_opt_out`,
+		func(ctx context.Context, pool *pgxpool.Pool, ref batchRef) error {
+			if limit < 1 {
+				return usagef("--limit: limit must be between 1 and %d", record.MaxLimit)
+			}
+			f := record.Filter{States: states, Limit: limit, Cursor: cursor}
+			page, err := record.Messages(ctx, pool, ref.co.ID, ref.id, f)
+			if errors.Is(err, record.ErrNotFound) {
+				// Still in the stream: no messages yet (the filter is still checked).
+				if _, _, err = e.findBatch(ctx, pool, ref); err == nil {
+					page, err = record.Messages(ctx, pool, ref.co.ID, ref.id, f)
+					if errors.Is(err, record.ErrNotFound) {
+						page, err = record.Page{BatchID: ref.id, Messages: []record.Message{}}, nil
+					}
+				}
+			}
+			if err != nil {
+				return invalidFilter(err)
+			}
+			rows := make([][]string, len(page.Messages))
+			for i, m := range page.Messages {
+				errText := "-"
+				if m.ErrorCode != nil || m.ErrorTitle != nil {
+					var parts []string
+					if m.ErrorCode != nil {
+						parts = append(parts, strconv.Itoa(*m.ErrorCode))
+					}
+					if m.ErrorTitle != nil {
+						parts = append(parts, *m.ErrorTitle)
+					}
+					errText = strings.Join(parts, " ")
+				}
+				wamid := "-"
+				if m.ProviderMessageID != nil {
+					wamid = *m.ProviderMessageID
+				}
+				rows[i] = []string{fmtID(m.ID), m.Phone, string(m.State), errText, strconv.Itoa(m.Attempts), wamid}
+			}
+			return e.emit(page, func(w io.Writer) {
+				table(w, "no messages", []string{"MESSAGE", "PHONE", "STATE", "ERROR", "ATTEMPTS", "WAMID"}, rows)
+				if page.NextCursor != nil {
+					fmt.Fprintf(w, "\nmore: --cursor %s\n", *page.NextCursor)
+				}
+			})
+		})
+	fl := c.Flags()
+	fl.StringSliceVar(&states, "state", nil, "only messages in these states, comma separated: "+names(record.States))
+	fl.IntVar(&limit, "limit", record.DefaultLimit, fmt.Sprintf("page size, 1 to %d", record.MaxLimit))
+	fl.StringVar(&cursor, "cursor", "", "the cursor a previous page printed")
+	return c
+}
+
+// cancelView is a cancel's result as --json prints it: the keys of POST
+// /api/batches/{batch_id}/cancel's answer.
+type cancelView struct {
+	Cancelled int       `json:"cancelled"`
+	Batch     batchView `json:"batch"`
+}
+
+func batchesCancelCmd(e *env) *cobra.Command {
+	c := batchArgCmd(e, "cancel", "Cancel every message of a batch not yet handed to WhatsApp (also while it waits in the stream)",
+		"  parleyctl batches cancel 0197c2d4-8f7a-7b3e-9c1d-2a4b6c8d0e1f --company acme",
+		func(ctx context.Context, pool *pgxpool.Pool, ref batchRef) error {
+			res, err := e.cancelBatch(ctx, pool, ref)
+			if err != nil {
+				return err
+			}
+			return e.emit(cancelView{Cancelled: res.Cancelled, Batch: viewBatch(res.Batch)}, func(w io.Writer) {
+				what := sends(res.Batch)
+				if what == "-" {
+					what = string(res.Batch.Kind) + " batch"
+				}
+				switch res.Cancelled {
+				case 0:
+					fmt.Fprintf(w, "nothing left to cancel in batch %s (%s): every message was already handed to WhatsApp or cancelled\n", res.ID, what)
+				case 1:
+					fmt.Fprintf(w, "cancelled 1 message of batch %s (%s)\n", res.ID, what)
+				default:
+					fmt.Fprintf(w, "cancelled %d messages of batch %s (%s)\n", res.Cancelled, res.ID, what)
+				}
+				fmt.Fprintln(w)
+				fields(w, batchFields(ref.co, res.Batch)...)
+			})
+		})
+	return c
+}
+
+// cancelBatch cancels as POST /api/batches/{id}/cancel and the console do:
+// a recorded batch (record.CancelAt), else one waiting in the stream
+// (record.CancelPending), else a recorded one again (recorded meanwhile).
+func (e *env) cancelBatch(ctx context.Context, pool *pgxpool.Pool, ref batchRef) (record.CancelResult, error) {
+	res, err := record.Cancel(ctx, pool, ref.co.ID, ref.id)
+	if !errors.Is(err, record.ErrNotFound) {
+		return res, err
+	}
+	p, err := e.pendingBatch(ctx, ref.co.ID, ref.id)
+	switch {
+	case err == nil:
+		return record.CancelPending(ctx, pool, p, time.Now())
+	case !errors.Is(err, record.ErrNotFound):
+		return record.CancelResult{}, err
+	}
+	res, err = record.Cancel(ctx, pool, ref.co.ID, ref.id)
+	if errors.Is(err, record.ErrNotFound) {
+		return res, ref.notFound()
+	}
+	return res, err
+}
