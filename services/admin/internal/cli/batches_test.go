@@ -355,3 +355,25 @@ func TestBatchesCancel(t *testing.T) {
 		t.Errorf("a refused cancel recorded the batch")
 	}
 }
+
+// Without NATS, a recorded batch is still shown, listed and cancelled; an
+// id not recorded cannot be told apart from one still in the stream, so it
+// fails saying the stream could not be read, and nothing changes.
+func TestBatchesWhenNATSIsDown(t *testing.T) {
+	s := newStack(t)
+	f := s.seedBatches()
+	s.nats.Stop()
+	if r := s.ok("batches", "show", f.completed, "--company", "acme"); !strings.Contains(r.stdout, "status:    completed") {
+		t.Errorf("show:\n%s", r.stdout)
+	}
+	s.ok("batches", "list", "--company", "acme")
+	s.ok("batches", "messages", f.completed, "--company", "acme")
+	if r := s.ok("batches", "cancel", f.underWay, "--company", "acme"); !strings.Contains(r.stdout, "cancelled 2 messages") {
+		t.Errorf("cancel:\n%s", r.stdout)
+	}
+	s.fails(ExitFailure, "the stream it may wait in cannot be read", "batches", "show", f.pending, "--company", "acme")
+	s.fails(ExitFailure, "the stream it may wait in cannot be read", "batches", "cancel", f.pending, "--company", "acme")
+	if n := s.count(fmt.Sprintf("batches WHERE id = '%s'", f.pending)); n != 0 {
+		t.Errorf("a failed cancel recorded the batch")
+	}
+}
