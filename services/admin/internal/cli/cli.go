@@ -221,7 +221,7 @@ Every command accepts --json and then prints only JSON on stdout.`),
 	}
 	root.PersistentFlags().BoolVar(&e.json, "json", false, "print only JSON on stdout")
 	root.PersistentFlags().StringVar(&e.dbURL, "database-url", "", "PostgreSQL URL (overrides PARLEY_POSTGRES_URL)")
-	root.PersistentFlags().StringVar(&e.natsURL, "nats-url", "", "NATS URL for cache invalidations (overrides PARLEY_NATS_URL)")
+	root.PersistentFlags().StringVar(&e.natsURL, "nats-url", "", "NATS URL, for cache invalidations and batches still in the stream (overrides PARLEY_NATS_URL)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		migrateCmd(e),
