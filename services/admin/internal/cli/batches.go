@@ -207,9 +207,9 @@ func (e *env) companyDB(ctx context.Context, ref string) (*pgxpool.Pool, catalog
 	return pool, co, nil
 }
 
-// sendsStream opens the SENDS stream, where a batch waits until a
-// dispatcher records it, on first use.
-func (e *env) sendsStream(ctx context.Context) (jetstream.Stream, error) {
+// sendsStream connects to NATS, on first use, to find batches waiting in
+// the SENDS stream until a dispatcher records them.
+func (e *env) sendsStream() (*record.Stream, error) {
 	if e.stream != nil {
 		return e.stream, nil
 	}
@@ -226,29 +226,22 @@ func (e *env) sendsStream(ctx context.Context) (jetstream.Stream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	s, err := js.Stream(ctx, cfg.NATS.Stream)
-	if err != nil {
-		return nil, fmt.Errorf("stream %s on %s: %w", cfg.NATS.Stream, cfg.NATS.URL, err)
-	}
-	e.stream = s
-	return s, nil
+	e.stream = record.NewStream(js, cfg.NATS)
+	return e.stream, nil
 }
 
-// pendingBatch is the company's batch while it waits in the stream, as
-// record.Pending describes it; record.ErrNotFound when it is not there.
+// pendingBatch is the company's batch while it waits in the stream (what
+// the gateway's GET /api/batches/{id} finds there); record.ErrNotFound when
+// it is not there.
 func (e *env) pendingBatch(ctx context.Context, companyID int64, batchID string) (record.Batch, error) {
-	s, err := e.sendsStream(ctx)
-	if err != nil {
-		return record.Batch{}, fmt.Errorf("batch %s is not recorded, and the stream it may wait in cannot be read: %w", batchID, err)
+	s, err := e.sendsStream()
+	if err == nil {
+		var b record.Batch
+		if b, err = s.Batch(ctx, companyID, batchID); !errors.Is(err, record.ErrStreamUnreadable) {
+			return b, err
+		}
 	}
-	m, _, err := e.cfg.NATS.FindBatch(ctx, s, companyID, batchID)
-	if errors.Is(err, bus.ErrBatchNotInStream) {
-		return record.Batch{}, record.ErrNotFound
-	}
-	if err != nil {
-		return record.Batch{}, fmt.Errorf("look batch %s up in the stream: %w", batchID, err)
-	}
-	return record.Pending(companyID, m)
+	return record.Batch{}, fmt.Errorf("batch %s is not recorded, and the stream it may wait in cannot be read: %w", batchID, err)
 }
 
 // batchRef is a batch id as typed, and the company it is looked up in.

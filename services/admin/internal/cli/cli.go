@@ -25,12 +25,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/parleyhq/parley/pkg/apikey"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/ops"
+	"github.com/parleyhq/parley/pkg/record"
 	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/pkg/store"
 )
@@ -102,7 +102,7 @@ type env struct {
 	cfg     Config
 	loaded  bool
 	pool    *pgxpool.Pool
-	stream  jetstream.Stream
+	stream  *record.Stream
 	closers ops.Closers
 }
 
