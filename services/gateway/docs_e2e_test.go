@@ -117,4 +117,12 @@ func TestTheGatewayAnswersAsDocumented(t *testing.T) {
 	g.conforms(v, true, "POST", "/api/batches/"+batchID+"/cancel", co.key, "", 200)
 	g.conforms(v, true, "POST", "/api/batches/0193a5c4-7f1e-7cc2-9d5e-3b8f2a61c0de/cancel", co.key, "", 404)
 	g.conforms(v, false, "POST", "/api/batches/"+batchID+"/cancel", co.key, "[1]", 422)
+	// The cancel recorded the batch: it is listed.
+	list := g.conforms(v, true, "GET", "/api/batches?kind=campaign&status=cancelled&limit=5", co.key, "", 200)
+	if items := list.json(t)["batches"].([]any); len(items) != 1 || items[0].(map[string]any)["batch_id"] != batchID {
+		t.Fatalf("listed %s, want the cancelled batch %s", list.body, batchID)
+	}
+	g.conforms(v, false, "GET", "/api/batches?status=done", co.key, "", 422)
+	g.conforms(v, true, "GET", "/api/messages/12345", co.key, "", 404)
+	g.conforms(v, true, "GET", "/api/messages/wamid.HBgLMzkzMzMxMjM0NTY3FQIAERgSQ0Y2", co.key, "", 404)
 }
