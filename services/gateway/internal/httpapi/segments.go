@@ -11,7 +11,7 @@ import (
 
 	"github.com/parleyhq/parley/pkg/contacts"
 	"github.com/parleyhq/parley/pkg/record"
-	"github.com/parleyhq/parley/services/gateway/internal/segments"
+	"github.com/parleyhq/parley/pkg/segments"
 )
 
 // Segments is the segment use case (internal/segments).

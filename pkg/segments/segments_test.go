@@ -10,7 +10,7 @@ import (
 
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/contacts"
-	"github.com/parleyhq/parley/services/gateway/internal/segments"
+	"github.com/parleyhq/parley/pkg/segments"
 	"github.com/parleyhq/parley/testkit/storetest"
 )
 
