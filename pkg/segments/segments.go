@@ -396,11 +396,10 @@ type InUseError struct {
 }
 
 func (e *InUseError) Error() string {
-	sends := "scheduled sends"
 	if len(e.BatchIDs) == 1 {
-		sends = "scheduled send"
+		return fmt.Sprintf("Segment %q is used by 1 scheduled send: cancel it first", e.Name)
 	}
-	return fmt.Sprintf("Segment %q is used by %d %s: cancel them first", e.Name, len(e.BatchIDs), sends)
+	return fmt.Sprintf("Segment %q is used by %d scheduled sends: cancel them first", e.Name, len(e.BatchIDs))
 }
 
 // Delete deletes the company's segment: it is marked deleted and its

@@ -98,7 +98,7 @@ func TestSegments(t *testing.T) {
 
 	// delete: refused while a scheduled send waits for the segment.
 	waiting := s.scheduledSend(acme, ids["Leads"])
-	s.fails(ExitFailure, `Segment "Leads" is used by 1 scheduled send: cancel them first (parleyctl batches cancel <batch_id> --company acme): `+waiting,
+	s.fails(ExitFailure, `Segment "Leads" is used by 1 scheduled send: cancel it first (parleyctl batches cancel <batch_id> --company acme): `+waiting,
 		"segments", "delete", fmtID(ids["Leads"]), "--company", "acme")
 	if _, err := record.Cancel(ctx, s.pool, acme, waiting); err != nil {
 		t.Fatal(err)
