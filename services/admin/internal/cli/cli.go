@@ -235,6 +235,7 @@ Every command accepts --json and then prints only JSON on stdout.`),
 		webhooksCmd(e),
 		contactsCmd(e),
 		optOutCmd(e),
+		segmentsCmd(e),
 	)
 	return root
 }
