@@ -52,7 +52,11 @@ help: ## list the targets
 
 .PHONY: build
 build: ## build every service's programs (parleyctl included) into bin/
-	@for m in $(SERVICES); do echo "== build $$m"; (cd $$m && go build -o $(BIN)/ ./...); done
+	@for m in $(SERVICES); do echo "== build $$m"; (cd $$m && CGO_ENABLED=0 go build -trimpath -o $(BIN)/ ./...); done
+
+.PHONY: static-binaries
+static-binaries: ## build the images' binaries on this machine into bin/static/ (for BINARIES=prebuilt images)
+	@bash deploy/static-binaries.sh $(BIN)/static
 
 .PHONY: test
 test: ## run every module's tests with -race against the local servers

@@ -15,7 +15,9 @@
 # "docker compose"), PARLEY_SMOKE_PROJECT (parley-smoke), the published
 # ports PARLEY_COMPOSE_GATEWAY_PORT (7780), PARLEY_COMPOSE_ADMIN_PORT (7781),
 # PARLEY_COMPOSE_PROVIDER_SIM_PORT (7790), PARLEY_SMOKE_CONTACTS (10000,
-# a multiple of 1000), PARLEY_SMOKE_TIMEOUT (seconds to wait for delivery, 300).
+# a multiple of 1000), PARLEY_SMOKE_TIMEOUT (seconds to wait for delivery, 300),
+# PARLEY_IMAGE_BINARIES (prebuilt: the images take bin/static/; default:
+# they compile the services themselves).
 # With --build-only it builds the images and stops (make compose-images:
 # .ci/run builds them while other checks run; the smoke's own build is then
 # BuildKit's cache).
@@ -38,6 +40,10 @@ GATEWAY=http://127.0.0.1:$PARLEY_COMPOSE_GATEWAY_PORT
 SIM=http://127.0.0.1:$PARLEY_COMPOSE_PROVIDER_SIM_PORT
 
 compose() { "${COMPOSE_CMD[@]}" -p "$PROJECT" -f docker-compose.yml -f deploy/compose-smoke.yml "$@"; }
+# PARLEY_IMAGE_BINARIES=prebuilt builds the images from bin/static/ (make
+# static-binaries) instead of compiling in the Go image (deploy/docker/Dockerfile).
+build_args=()
+[ -n "${PARLEY_IMAGE_BINARIES:-}" ] && build_args=(--build-arg "BINARIES=$PARLEY_IMAGE_BINARIES")
 
 phase_start=$SECONDS
 timings=()
@@ -72,7 +78,7 @@ fail() {
 
 docker info >/dev/null 2>&1 || fail "docker does not answer: start dockerd"
 if [[ ${1:-} == --build-only ]]; then
-	compose build --quiet
+	compose build --quiet "${build_args[@]}"
 	exit 0
 fi
 "${COMPOSE_CMD[@]}" version >/dev/null 2>&1 || fail "${COMPOSE_CMD[*]} does not run (make compose-smoke builds the pinned compose if Docker has no plugin)"
@@ -83,7 +89,7 @@ compose down -v --remove-orphans --timeout 10 >/dev/null 2>&1 || true
 trap finish EXIT
 
 phase "docker compose build"
-compose build --quiet
+compose build --quiet "${build_args[@]}"
 
 # Every long-running service (their dependencies, migrate included, come
 # with them). Not seed: --wait counts a one-shot that exited as a failure

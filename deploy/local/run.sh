@@ -94,7 +94,9 @@ fi
 command -v go >/dev/null || die "go not found: install Go 1.26 or newer (https://go.dev/dl/) and put it on PATH"
 
 say "building into bin/"
-go build -o "$BIN/" ./services/gateway ./services/admin ./services/dispatcher/cmd/campaign-dispatcher \
+# Static and -trimpath, as the images' binaries and the tests' builds
+# (deploy/static-binaries.sh): one compile of each package serves them all.
+CGO_ENABLED=0 go build -trimpath -o "$BIN/" ./services/gateway ./services/admin ./services/dispatcher/cmd/campaign-dispatcher \
 	./services/dispatcher/cmd/automation-dispatcher ./services/provider-sim ./services/webhook-sender ./services/admin/cmd/parleyctl
 [[ ${1:-} == --build-only ]] && exit 0
 

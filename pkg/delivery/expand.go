@@ -328,21 +328,29 @@ func (x *Expander) campaignTarget(ctx context.Context, companyID, id int64) (cat
 }
 
 // findSegment records a campaign batch's segment, or fails the batch when
-// the segment is gone.
+// the segment is gone. A segment deleted (pkg/segments) after the gateway
+// accepted the batch is still a row: the failed batch keeps its campaign
+// and segment, whose names its status shows. The share lock holds off a
+// delete until the members are expanded.
 func findSegment(ctx context.Context, tx pgx.Tx, p *plan, segmentID int64) error {
 	if p.failure != "" {
 		return nil
 	}
-	var ok bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM segments WHERE id = $1 AND company_id = $2)`,
-		segmentID, p.row.CompanyID).Scan(&ok); err != nil {
-		return fmt.Errorf("find segment %d: %w", segmentID, err)
-	}
-	if ok {
-		p.row.SegmentID = &segmentID
-	} else {
+	var name string
+	var deleted bool
+	err := tx.QueryRow(ctx, `SELECT name, deleted_at IS NOT NULL FROM segments WHERE id = $1 AND company_id = $2 FOR KEY SHARE`,
+		segmentID, p.row.CompanyID).Scan(&name, &deleted)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
 		p.failure = fmt.Sprintf("segment %d no longer exists", segmentID)
 		p.row.CampaignID = nil
+	case err != nil:
+		return fmt.Errorf("find segment %d: %w", segmentID, err)
+	case deleted:
+		p.failure = fmt.Sprintf("segment %q was deleted", name)
+		p.row.SegmentID = &segmentID
+	default:
+		p.row.SegmentID = &segmentID
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/contacts"
 	"github.com/parleyhq/parley/pkg/record"
+	"github.com/parleyhq/parley/pkg/segments"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -178,6 +179,37 @@ func TestExpandSegmentCampaign(t *testing.T) {
 	missing.SegmentId = segment + 99
 	if exp, err := x.Campaign(f.ctx, missing); err != nil || exp.Result != ResultFailed {
 		t.Fatalf("missing segment = %+v, %v", exp, err)
+	}
+}
+
+// TestExpandDeletedSegmentFails: a campaign batch accepted before its
+// segment was deleted (it waited in the stream, unrecorded, so the delete
+// was not refused) fails at expansion, naming the segment, and keeps its
+// campaign and segment.
+func TestExpandDeletedSegmentFails(t *testing.T) {
+	f := newFixture(t)
+	x := NewExpander(f.pool, f.cat, f.clock.Now)
+	store := segments.NewStore(f.pool, f.clock.Now)
+	seg, err := store.Create(f.ctx, f.company.ID, "VIP", []contacts.Upsert{{Phone: "+393330000001"}, {Phone: "+393330000002"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := f.campaignBatch(nil, false, nil)
+	b.SegmentId, b.SegmentSize = seg.ID, 2
+	if err := store.Delete(f.ctx, f.company.ID, seg.ID); err != nil {
+		t.Fatal(err)
+	}
+	exp, err := x.Campaign(f.ctx, b)
+	if err != nil || exp.Result != ResultFailed || exp.Messages != 0 {
+		t.Fatalf("expansion = %+v, %v", exp, err)
+	}
+	got := f.batch(b.BatchId)
+	if got.Status != record.BatchFailed || got.Error != `segment "VIP" was deleted` ||
+		got.SegmentID == nil || *got.SegmentID != seg.ID || got.SegmentName != "VIP" || got.CampaignID == nil {
+		t.Fatalf("batch = %+v", got)
+	}
+	if n := len(f.messages(b.BatchId)); n != 0 {
+		t.Fatalf("%d messages for a deleted segment", n)
 	}
 }
 

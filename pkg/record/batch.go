@@ -145,6 +145,16 @@ func Pending(companyID int64, msg proto.Message) (Batch, error) {
 		b.AutomationID = nonZero(m.AutomationId)
 	case *sendsv1.MessageBatch:
 		b.ID, b.IsForced, b.ContactCount, b.AcceptedAt = m.BatchId, m.IsForced, len(m.Messages), m.AcceptedAt.AsTime()
+		// The expansion records a campaign when every message names the
+		// same one (a connector's target campaign).
+		for i, e := range m.Messages {
+			if e.CampaignId == 0 || e.CampaignId != m.Messages[0].CampaignId {
+				break
+			}
+			if i == len(m.Messages)-1 {
+				b.CampaignID = nonZero(e.CampaignId)
+			}
+		}
 		if m.ScheduledAt != nil {
 			scheduled = m.ScheduledAt
 		}

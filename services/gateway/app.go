@@ -23,6 +23,7 @@ import (
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/ratelimit"
 	"github.com/parleyhq/parley/pkg/record"
+	"github.com/parleyhq/parley/pkg/segments"
 	"github.com/parleyhq/parley/pkg/store"
 	"github.com/parleyhq/parley/pkg/ttlcache"
 	"github.com/parleyhq/parley/services/gateway/internal/accept"
@@ -31,7 +32,6 @@ import (
 	"github.com/parleyhq/parley/services/gateway/internal/config"
 	"github.com/parleyhq/parley/services/gateway/internal/httpapi"
 	"github.com/parleyhq/parley/services/gateway/internal/idempotency"
-	"github.com/parleyhq/parley/services/gateway/internal/segments"
 	"github.com/parleyhq/parley/services/gateway/internal/sends"
 )
 

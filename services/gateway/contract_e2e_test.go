@@ -176,7 +176,7 @@ func TestPendingAndRecordedBatchesAgree(t *testing.T) {
 		if recorded["status"] == "accepted" {
 			t.Fatalf("%s was not recorded: %v", c.subject, recorded)
 		}
-		for _, field := range []string{"batch_id", "kind", "source", "contacts", "is_forced"} {
+		for _, field := range []string{"batch_id", "kind", "source", "contacts", "is_forced", "campaign_id", "automation_id", "segment_id"} {
 			if fmt.Sprint(recorded[field]) != fmt.Sprint(pending[field]) {
 				t.Errorf("%s: %s is %v in the stream, %v once recorded", c.subject, field, pending[field], recorded[field])
 			}

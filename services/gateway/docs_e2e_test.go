@@ -14,6 +14,8 @@ import (
 	validator "github.com/pb33f/libopenapi-validator"
 
 	"github.com/parleyhq/parley/pkg/catalog"
+	"github.com/parleyhq/parley/pkg/delivery"
+	"github.com/parleyhq/parley/pkg/secretbox"
 )
 
 // conforms sends a request to the real gateway and checks the answer (and,
@@ -117,4 +119,38 @@ func TestTheGatewayAnswersAsDocumented(t *testing.T) {
 	g.conforms(v, true, "POST", "/api/batches/"+batchID+"/cancel", co.key, "", 200)
 	g.conforms(v, true, "POST", "/api/batches/0193a5c4-7f1e-7cc2-9d5e-3b8f2a61c0de/cancel", co.key, "", 404)
 	g.conforms(v, false, "POST", "/api/batches/"+batchID+"/cancel", co.key, "[1]", 422)
+	// The cancel recorded the batch: it is listed.
+	list := g.conforms(v, true, "GET", "/api/batches?kind=campaign&status=cancelled&limit=5", co.key, "", 200)
+	if items := list.json(t)["batches"].([]any); len(items) != 1 || items[0].(map[string]any)["batch_id"] != batchID {
+		t.Fatalf("listed %s, want the cancelled batch %s", list.body, batchID)
+	}
+	g.conforms(v, false, "GET", "/api/batches?status=done", co.key, "", 422)
+	g.conforms(v, true, "GET", "/api/messages/12345", co.key, "", 404)
+	g.conforms(v, true, "GET", "/api/messages/wamid.HBgLMzkzMzMxMjM0NTY3FQIAERgSQ0Y2", co.key, "", 404)
+
+	// Segments: list, read, rename, remove contacts, delete.
+	path := fmt.Sprintf("/api/segments/%d", id)
+	second := g.conforms(v, true, "POST", "/api/segments/create", co.key, `{"name":"Newsletter","contacts":[{"phone":"+393330000003"}]}`, 201)
+	other := int64(second.json(t)["id"].(float64))
+	g.conforms(v, true, "GET", "/api/segments?limit=1", co.key, "", 200)
+	g.conforms(v, false, "GET", "/api/segments?limit=0", co.key, "", 422)
+	g.conforms(v, true, "GET", path, co.key, "", 200)
+	g.conforms(v, true, "GET", "/api/segments/999999", co.key, "", 404)
+	g.conforms(v, true, "PATCH", path, co.key, `{"name":"VIP customers"}`, 200)
+	g.conforms(v, true, "PATCH", path, co.key, `{"name":"Newsletter"}`, 409)
+	g.conforms(v, false, "PATCH", path, co.key, `{"name":""}`, 422)
+	g.conforms(v, true, "DELETE", path+"/contacts", co.key, `{"contacts":["+393330000002"]}`, 200)
+	g.conforms(v, true, "DELETE", path+"/contacts", co.key, `{"contacts":[]}`, 429)
+	g.conforms(v, false, "DELETE", path+"/contacts", g.fresh().key, `{"contacts":["1"]}`, 422)
+	g.conforms(v, true, "DELETE", "/api/segments/999999/contacts", g.fresh().key, `{"contacts":[]}`, 404)
+	box, err := secretbox.New(secretbox.DevKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched := g.conforms(v, true, "POST", "/api/campaigns/send", co.key,
+		fmt.Sprintf(`{"campaign_id":%d,"segment_id":%d,"scheduled_at":"2999-01-01T00:00:00Z"}`, co.campaign.ID, other), 202)
+	g.expandBatch(delivery.NewExpander(g.pool, catalog.NewStore(g.pool, box), g.clock.now), co.company.ID, sched.json(t)["batch_id"].(string))
+	g.conforms(v, true, "DELETE", fmt.Sprintf("/api/segments/%d", other), co.key, "", 409)
+	g.conforms(v, true, "DELETE", path, co.key, "", 204)
+	g.conforms(v, true, "DELETE", path, co.key, "", 404)
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
 	"github.com/parleyhq/parley/pkg/contacts"
-	"github.com/parleyhq/parley/services/gateway/internal/segments"
+	"github.com/parleyhq/parley/pkg/segments"
 	"github.com/parleyhq/parley/testkit/drilltally"
 	"github.com/parleyhq/parley/testkit/serviceproc"
 )

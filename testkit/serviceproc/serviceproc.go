@@ -28,13 +28,16 @@ import (
 // such as services/gateway, or one of its commands, such as
 // services/dispatcher/cmd/campaign-dispatcher) into the file out, with the
 // go command on PATH.
-// The build's output goes to log.
+// The build's output goes to log. It builds as make run and the images do
+// (deploy/static-binaries.sh: CGO_ENABLED=0, -trimpath), so that the
+// packages one of them compiled serve the others from the build cache.
 func Build(ctx context.Context, dir, out string, log io.Writer) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return fmt.Errorf("build %s: %w", dir, err)
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, ".")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Dir = abs
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Run(); err != nil {

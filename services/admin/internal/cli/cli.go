@@ -237,6 +237,7 @@ Every command accepts --json and then prints only JSON on stdout.`),
 		webhooksCmd(e),
 		contactsCmd(e),
 		optOutCmd(e),
+		segmentsCmd(e),
 		batchesCmd(e),
 	)
 	return root

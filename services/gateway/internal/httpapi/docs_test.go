@@ -21,6 +21,7 @@ import (
 
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/services/gateway/internal/apidoc"
+	"github.com/parleyhq/parley/services/gateway/internal/validation"
 )
 
 func buildDoc(t *testing.T) (*apidoc.Document, map[string]any) {
@@ -243,6 +244,14 @@ func TestRequestExamplesPassTheGatewaysValidation(t *testing.T) {
 			if err == nil && strconv.FormatInt(r.segmentID, 10) != id {
 				return fmt.Errorf("segment id %d from path %s", r.segmentID, p)
 			}
+			return err
+		},
+		"renameSegment": func(_ string, b []byte) error {
+			_, err := decodeJSON(b, "application/json", validation.DecodeSegmentRename)
+			return err
+		},
+		"removeSegmentContacts": func(_ string, b []byte) error {
+			_, err := decodeJSON(b, "application/json", validation.DecodeSegmentRemove)
 			return err
 		},
 		"sendBatch":        func(_ string, b []byte) error { _, err := decodeBatchSend(b, "application/json"); return err },

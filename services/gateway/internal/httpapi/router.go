@@ -86,6 +86,11 @@ func New(cfg Config, d Deps) http.Handler {
 	api(RouteBatchMessages, h.batchMessages)
 	api(RouteBatchList, h.listBatches)
 	api(RouteMessage, h.message)
+	api(RouteSegmentList, h.listSegments)
+	api(RouteSegmentRead, h.getSegment)
+	api(RouteSegmentRename, h.renameSegment)
+	api(RouteSegmentDelete, h.deleteSegment)
+	api(RouteSegmentContactsRemove, h.removeSegmentContacts)
 	if d.Docs != nil {
 		e.GET(OpenAPIPath, serveDoc(d.Docs, "application/json", d.Docs.JSON, ""))
 		e.GET(DocsPath, serveDoc(d.Docs, "text/html; charset=utf-8", d.Docs.HTML, docsCSP(d.Docs)))

@@ -39,11 +39,21 @@ var (
 	// message found by id or wamid reads one row, like a batch's status.
 	RouteBatchList = Route{"batch_list", http.MethodGet, "/api/batches", ratelimit.PerSecond(10)}
 	RouteMessage   = Route{"message", http.MethodGet, "/api/messages/:message_id", ratelimit.PerSecond(20)}
+	// Segments: reads as the batch status (a page is at most 100 small
+	// rows); a rename or delete changes one row, as a cancel. A removal
+	// takes up to 1000 members out at a time: one per second, a burst of
+	// removals being no integrator's need.
+	RouteSegmentList           = Route{"segments_list", http.MethodGet, "/api/segments", ratelimit.PerSecond(20)}
+	RouteSegmentRead           = Route{"segment_read", http.MethodGet, "/api/segments/:segment_id", ratelimit.PerSecond(20)}
+	RouteSegmentRename         = Route{"segment_rename", http.MethodPatch, "/api/segments/:segment_id", ratelimit.PerSecond(10)}
+	RouteSegmentDelete         = Route{"segment_delete", http.MethodDelete, "/api/segments/:segment_id", ratelimit.PerSecond(10)}
+	RouteSegmentContactsRemove = Route{"segment_contacts_remove", http.MethodDelete, "/api/segments/:segment_id/contacts", ratelimit.PerSecond(1)}
 )
 
 // Routes is the route table: every limited endpoint of the public API.
 var Routes = []Route{RouteCampaignSend, RouteAutomationSend, RouteSegmentCreate, RouteSegmentContacts,
-	RouteBatchSend, RouteConnectorSend, RouteBatchStatus, RouteBatchCancel, RouteBatchMessages, RouteBatchList, RouteMessage}
+	RouteBatchSend, RouteConnectorSend, RouteBatchStatus, RouteBatchCancel, RouteBatchMessages, RouteBatchList, RouteMessage,
+	RouteSegmentList, RouteSegmentRead, RouteSegmentRename, RouteSegmentDelete, RouteSegmentContactsRemove}
 
 // DocLimits is the route table as the OpenAPI document states it.
 func DocLimits() []apidoc.Limit {

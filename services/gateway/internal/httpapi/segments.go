@@ -5,19 +5,28 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
 
 	"github.com/parleyhq/parley/pkg/contacts"
 	"github.com/parleyhq/parley/pkg/record"
-	"github.com/parleyhq/parley/services/gateway/internal/segments"
+	"github.com/parleyhq/parley/pkg/segments"
+	"github.com/parleyhq/parley/services/gateway/internal/idempotency"
+	"github.com/parleyhq/parley/services/gateway/internal/validation"
 )
 
-// Segments is the segment use case (internal/segments).
+// Segments is the segment store (pkg/segments). Each answers
+// segments.ErrNotFound for a segment the company does not have, or deleted.
 type Segments interface {
 	Create(ctx context.Context, companyID int64, name string, members []contacts.Upsert) (segments.Segment, error)
 	AddContacts(ctx context.Context, companyID, segmentID int64, members []contacts.Upsert) (segments.Added, error)
+	List(ctx context.Context, companyID int64, limit int, cursor string) (segments.Page, error)
+	Get(ctx context.Context, companyID, segmentID int64) (segments.Segment, error)
+	Rename(ctx context.Context, companyID, segmentID int64, name string) (segments.Segment, error)
+	RemoveContacts(ctx context.Context, companyID, segmentID int64, phones []string) (segments.Removed, error)
+	Delete(ctx context.Context, companyID, segmentID int64) error
 }
 
 // segmentConflict is the 409 of a taken segment name: the ErrorResponse
@@ -28,10 +37,18 @@ type segmentConflict struct {
 	SegmentID int64  `json:"segment_id"`
 }
 
+// segmentInUse is the 409 of a delete refused while sends wait for the
+// segment: the ErrorResponse shape plus their batch ids, to cancel.
+type segmentInUse struct {
+	Detail   string   `json:"detail"`
+	BatchIDs []string `json:"batch_ids"`
+}
+
 // respond is the flow of the endpoints that answer at once rather than
 // queue a send (the segments, a batch's cancel): idempotency, schema
 // validation (422), the use case (404, 409, 503), and its answer, which an
-// Idempotency-Key replays.
+// Idempotency-Key replays. PATCH and DELETE are idempotent themselves: an
+// Idempotency-Key on them is ignored. An answer nil is no body (204).
 func respond[T any](h *handlers, c *gin.Context, route Route,
 	decode func(body []byte, contentType string) (T, error),
 	run func(ctx context.Context, companyID int64, req T) (status int, answer any, err error),
@@ -42,9 +59,12 @@ func respond[T any](h *handlers, c *gin.Context, route Route,
 	}
 	p := principal(c)
 	ctx := c.Request.Context()
-	claim, done := h.claimKey(c, route, p.CompanyID, body)
-	if done {
-		return
+	var claim *idempotency.Claim
+	if route.Method == http.MethodPost {
+		var done bool
+		if claim, done = h.claimKey(c, route, p.CompanyID, body); done {
+			return
+		}
 	}
 	settled := false
 	defer func() {
@@ -61,7 +81,11 @@ func respond[T any](h *handlers, c *gin.Context, route Route,
 	status, answer, err := run(ctx, p.CompanyID, req)
 	var taken *segments.NameTakenError
 	var limit *segments.LimitError
+	var inUse *segments.InUseError
 	switch {
+	case err == nil && answer == nil:
+		c.Status(status)
+		c.Writer.WriteHeaderNow()
 	case err == nil:
 		out, err := json.Marshal(answer)
 		if err != nil {
@@ -86,6 +110,10 @@ func respond[T any](h *handlers, c *gin.Context, route Route,
 		c.Abort()
 	case errors.As(err, &limit):
 		abortDetail(c, http.StatusConflict, limit.Error())
+	case errors.As(err, &inUse):
+		out, _ := json.Marshal(segmentInUse{Detail: inUse.Error(), BatchIDs: inUse.BatchIDs})
+		writeJSON(c, http.StatusConflict, out)
+		c.Abort()
 	default:
 		h.log.Error("segment request failed", zap.String("route", route.Name), zap.Error(err))
 		abortDetail(c, http.StatusInternalServerError, msgInternal)
@@ -112,5 +140,108 @@ func (h *handlers) addSegmentContacts(c *gin.Context) {
 		func(ctx context.Context, companyID int64, req segmentContacts) (int, any, error) {
 			added, err := h.segments.AddContacts(ctx, companyID, req.segmentID, req.members)
 			return http.StatusOK, added, err
+		})
+}
+
+// segmentID is the segment_id path parameter; an id that is not a positive
+// integer is no segment (404).
+func segmentID(c *gin.Context) (int64, error) {
+	id, err := strconv.ParseInt(c.Param("segment_id"), 10, 64)
+	if err != nil || id < 1 {
+		return 0, segments.ErrNotFound
+	}
+	return id, nil
+}
+
+// listSegments serves GET /api/segments: a page of the company's segments
+// with their sizes, by name. Query: limit (1 to 100, 50), cursor (the
+// next_cursor of the page before).
+func (h *handlers) listSegments(c *gin.Context) {
+	q := query{c: c}
+	limit := int(q.int("limit", 1, segments.MaxLimit))
+	cursor := q.cursor("cursor", "this listing")
+	if len(q.problems) > 0 {
+		abortProblems(c, q.problems)
+		return
+	}
+	page, err := h.segments.List(c.Request.Context(), principal(c).CompanyID, limit, cursor)
+	switch {
+	case errors.Is(err, segments.ErrInvalidCursor):
+		q.fail("cursor_invalid", "cursor", "cursor must be the next_cursor of a page of this listing", cursor)
+		abortProblems(c, q.problems)
+		return
+	case err != nil:
+		h.log.Error("list segments", zap.Error(err))
+		abortUnavailable(c)
+		return
+	}
+	writeValue(c, http.StatusOK, page)
+}
+
+// getSegment serves GET /api/segments/{segment_id}: the segment with its
+// size.
+func (h *handlers) getSegment(c *gin.Context) {
+	id, err := segmentID(c)
+	var seg segments.Segment
+	if err == nil {
+		seg, err = h.segments.Get(c.Request.Context(), principal(c).CompanyID, id)
+	}
+	switch {
+	case errors.Is(err, segments.ErrNotFound):
+		abortDetail(c, http.StatusNotFound, msgSegmentNotFound)
+	case err != nil:
+		h.log.Error("read segment", zap.Int64("segment_id", id), zap.Error(err))
+		abortUnavailable(c)
+	default:
+		writeValue(c, http.StatusOK, seg)
+	}
+}
+
+// renameSegment serves PATCH /api/segments/{segment_id}: 200 with the
+// renamed segment; 409 when another segment has the name.
+func (h *handlers) renameSegment(c *gin.Context) {
+	respond(h, c, RouteSegmentRename,
+		func(body []byte, contentType string) (validation.SegmentRename, error) {
+			return decodeJSON(body, contentType, validation.DecodeSegmentRename)
+		},
+		func(ctx context.Context, companyID int64, req validation.SegmentRename) (int, any, error) {
+			id, err := segmentID(c)
+			if err != nil {
+				return 0, nil, err
+			}
+			seg, err := h.segments.Rename(ctx, companyID, id, req.Name)
+			return http.StatusOK, seg, err
+		})
+}
+
+// removeSegmentContacts serves DELETE /api/segments/{segment_id}/contacts:
+// 200 with how many contacts left the segment and its size. The contacts
+// themselves stay.
+func (h *handlers) removeSegmentContacts(c *gin.Context) {
+	respond(h, c, RouteSegmentContactsRemove,
+		func(body []byte, contentType string) (validation.SegmentRemove, error) {
+			return decodeJSON(body, contentType, validation.DecodeSegmentRemove)
+		},
+		func(ctx context.Context, companyID int64, req validation.SegmentRemove) (int, any, error) {
+			id, err := segmentID(c)
+			if err != nil {
+				return 0, nil, err
+			}
+			removed, err := h.segments.RemoveContacts(ctx, companyID, id, req.Contacts)
+			return http.StatusOK, removed, err
+		})
+}
+
+// deleteSegment serves DELETE /api/segments/{segment_id}: 204; 409 while
+// recorded sends still wait to go to the segment. The body, when any, is a
+// JSON object whose members are ignored, as the cancel's.
+func (h *handlers) deleteSegment(c *gin.Context) {
+	respond(h, c, RouteSegmentDelete, decodeCancel,
+		func(ctx context.Context, companyID int64, _ struct{}) (int, any, error) {
+			id, err := segmentID(c)
+			if err != nil {
+				return 0, nil, err
+			}
+			return http.StatusNoContent, nil, h.segments.Delete(ctx, companyID, id)
 		})
 }

@@ -250,6 +250,38 @@ func DecodeSegmentContacts(segmentID string, body []byte, isJSON bool) (SegmentC
 	return r, err
 }
 
+// SegmentRename is the body of PATCH /api/segments/{segment_id}.
+type SegmentRename struct {
+	// Name is as in SegmentCreate.
+	Name string
+}
+
+// SegmentRemove is the body of DELETE /api/segments/{segment_id}/contacts:
+// the phones of the members to remove, as sent.
+type SegmentRemove struct {
+	Contacts []string
+}
+
+var (
+	segmentRenameModel = NewModel(
+		Required("name", segmentName, func(r *SegmentRename, v string) { r.Name = v }),
+	)
+	segmentRemoveModel = NewModel(
+		Required("contacts", ListOf(phoneString, MaxContacts), func(r *SegmentRemove, v []string) { r.Contacts = v }),
+	)
+)
+
+// DecodeSegmentRename validates a JSON segment rename body.
+func DecodeSegmentRename(body []byte) (SegmentRename, error) {
+	return Decode(segmentRenameModel, body)
+}
+
+// DecodeSegmentRemove validates a JSON body of phones to remove from a
+// segment.
+func DecodeSegmentRemove(body []byte) (SegmentRemove, error) {
+	return Decode(segmentRemoveModel, body)
+}
+
 // BatchSend is the body of POST /api/batch/send.
 type BatchSend struct {
 	Messages []BatchMessage

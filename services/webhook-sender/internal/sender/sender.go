@@ -89,9 +89,12 @@ type Sender struct {
 	subs     map[int64]cachedSubscribers
 	workers  sync.WaitGroup
 	inFlight sync.WaitGroup
-	// sendCtx outlives shutdown: requests in flight finish.
-	sendCtx context.Context
-	runCtx  context.Context
+	// sendCtx outlives Run's context, so that requests in flight finish;
+	// abortSends ends it ShutdownTimeout after, so that a hanging endpoint
+	// cannot hold the shutdown longer.
+	sendCtx    context.Context
+	abortSends context.CancelFunc
+	runCtx     context.Context
 }
 
 // New builds a sender.
@@ -114,7 +117,8 @@ func New(cfg Config, d Deps) (*Sender, error) {
 	s := &Sender{cfg: cfg, pool: d.Pool, js: d.JS, store: d.Store, client: d.Client, prefix: d.Prefix, repl: replicas,
 		allow: d.AllowPrivate, now: now, log: d.Log, m: m,
 		warner: ops.NewWarner(d.Log, warnInterval), queues: map[string]*endpointQueue{}, held: map[int64]int{},
-		eps: map[string]cachedEndpoint{}, subs: map[int64]cachedSubscribers{}, sendCtx: context.Background()}
+		eps: map[string]cachedEndpoint{}, subs: map[int64]cachedSubscribers{}}
+	s.sendCtx, s.abortSends = context.WithCancel(context.Background())
 	s.rec = newRecorder(s)
 	return s, nil
 }
@@ -127,8 +131,9 @@ func (s *Sender) warn(msg string, fields ...zap.Field) { s.warner.Warn(msg, fiel
 
 // Run relays, fans out and sends until ctx ends; then it stops taking
 // events and deliveries, lets the requests in flight finish and their
-// outcomes be recorded (bounded by ShutdownTimeout), and hands the
-// deliveries it held but did not send back to the table.
+// outcomes be recorded (requests still running ShutdownTimeout after ctx
+// ended are aborted, and recorded as failed attempts to retry), and hands
+// the deliveries it held but did not send back to the table.
 func (s *Sender) Run(ctx context.Context) error {
 	if _, err := EnsureStream(ctx, s.js, s.cfg.Stream, s.prefix, s.repl); err != nil {
 		return err
@@ -183,6 +188,8 @@ func (s *Sender) Run(ctx context.Context) error {
 	run(1, s.gauges)
 	s.log.Info("sending webhooks", zap.String("stream", s.cfg.Stream), zap.String("consumer", ConsumerName))
 	<-ctx.Done()
+	abort := time.AfterFunc(s.cfg.ShutdownTimeout, s.abortSends)
+	defer abort.Stop()
 	cc.Stop()
 	loops.Wait()
 	s.workers.Wait()

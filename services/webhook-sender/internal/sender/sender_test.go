@@ -161,12 +161,23 @@ func TestHangingEndpointDoesNotDelayAnother(t *testing.T) {
 	h.endpoint(fast, "fast")
 	cfg := testConfig()
 	cfg.Timeout = time.Minute // longer than the test waits for the other
-	h.start(cfg, true)
+	_, stop := h.start(cfg, true)
 	h.emit(slow, events.MessageSent, 300) // more than its queue and workers hold
 	h.emit(fast, events.MessageSent, 100)
 	eventually(t, 20*time.Second, "the other company's events delivered", func() bool { return h.recv.Stats("fast").Unique == 100 })
 	if st := h.recv.Stats("hang"); st.Accepted != 0 {
 		t.Fatalf("hanging endpoint accepted %d", st.Accepted)
+	}
+	// The requests still hanging do not hold the shutdown past
+	// ShutdownTimeout (5 s here), though each may take a minute.
+	start := time.Now()
+	stop()
+	if d := time.Since(start); d > cfg.Timeout/2 {
+		t.Fatalf("the sender took %s to stop with requests hanging; ShutdownTimeout is %s", d, cfg.ShutdownTimeout)
+	}
+	// What was aborted is still to be delivered.
+	if n := h.count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'`); n == 0 {
+		t.Fatal("no delivery left to retry after the aborted requests")
 	}
 }
 
