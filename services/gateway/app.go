@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -158,12 +157,10 @@ type sendRecords struct {
 	now     func() time.Time
 }
 
-func (d sendRecords) RecordedBatch(ctx context.Context, companyID int64, batchID string) (record.Batch, error) {
-	return record.BatchStatus(ctx, d.pool, companyID, batchID)
-}
-
-func (d sendRecords) PendingBatch(ctx context.Context, companyID int64, batchID string) (record.Batch, error) {
-	return d.pending.Batch(ctx, companyID, batchID)
+// Batch finds a batch in the record or, not recorded yet, in the stream.
+func (d sendRecords) Batch(ctx context.Context, companyID int64, batchID string) (record.Batch, error) {
+	b, _, err := record.FindBatch(ctx, d.pool, d.pending, companyID, batchID)
+	return b, err
 }
 
 func (d sendRecords) ListBatches(ctx context.Context, companyID int64, f record.BatchFilter) (record.BatchPage, error) {
@@ -178,39 +175,12 @@ func (d sendRecords) FindMessage(ctx context.Context, companyID int64, key strin
 	return record.MessageByWamid(ctx, d.pool, companyID, key)
 }
 
-// CancelBatch cancels a recorded batch, else one waiting in the stream,
-// else a recorded one again: as findBatch reads, so that a batch moving
-// from the stream to the record is always found.
 func (d sendRecords) CancelBatch(ctx context.Context, companyID int64, batchID string) (record.CancelResult, error) {
-	res, err := record.CancelAt(ctx, d.pool, companyID, batchID, d.now())
-	if !errors.Is(err, record.ErrNotFound) {
-		return res, err
-	}
-	p, err := d.pending.Batch(ctx, companyID, batchID)
-	switch {
-	case err == nil:
-		return record.CancelPending(ctx, d.pool, p, d.now())
-	case !errors.Is(err, record.ErrNotFound):
-		return record.CancelResult{}, err
-	}
-	return record.CancelAt(ctx, d.pool, companyID, batchID, d.now())
+	return record.CancelBatch(ctx, d.pool, d.pending, companyID, batchID, d.now())
 }
 
-// BatchMessages lists a recorded batch's messages; a batch still in the
-// stream has none yet.
 func (d sendRecords) BatchMessages(ctx context.Context, companyID int64, batchID string, f record.Filter) (record.Page, error) {
-	page, err := record.Messages(ctx, d.pool, companyID, batchID, f)
-	if !errors.Is(err, record.ErrNotFound) {
-		return page, err
-	}
-	if _, err := d.pending.Batch(ctx, companyID, batchID); err != nil {
-		if errors.Is(err, record.ErrNotFound) {
-			// Recorded meanwhile?
-			return record.Messages(ctx, d.pool, companyID, batchID, f)
-		}
-		return record.Page{}, err
-	}
-	return record.Page{BatchID: batchID, Messages: []record.Message{}}, nil
+	return record.BatchMessages(ctx, d.pool, d.pending, companyID, batchID, f)
 }
 
 func (d sendRecords) ApplyStatuses(ctx context.Context, updates []whatsapp.StatusUpdate) error {

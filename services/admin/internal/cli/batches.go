@@ -230,14 +230,18 @@ func (e *env) sendsStream() (*record.Stream, error) {
 	return e.stream, nil
 }
 
-// pendingBatch is the company's batch while it waits in the stream (what
-// the gateway's GET /api/batches/{id} finds there); record.ErrNotFound when
-// it is not there.
-func (e *env) pendingBatch(ctx context.Context, companyID int64, batchID string) (record.Batch, error) {
-	s, err := e.sendsStream()
+// inStream finds batches waiting in the SENDS stream (record.InStream),
+// saying why when the stream cannot be read.
+type inStream struct{ e *env }
+
+// Batch is the company's batch while it waits in the stream (what the
+// gateway's GET /api/batches/{id} finds there); record.ErrNotFound when it
+// is not there.
+func (s inStream) Batch(ctx context.Context, companyID int64, batchID string) (record.Batch, error) {
+	st, err := s.e.sendsStream()
 	if err == nil {
 		var b record.Batch
-		if b, err = s.Batch(ctx, companyID, batchID); !errors.Is(err, record.ErrStreamUnreadable) {
+		if b, err = st.Batch(ctx, companyID, batchID); !errors.Is(err, record.ErrStreamUnreadable) {
 			return b, err
 		}
 	}
@@ -254,26 +258,18 @@ func (r batchRef) notFound() error {
 	return fmt.Errorf("batch %s not found in company %q", r.id, r.co.Slug)
 }
 
-// findBatch reads a batch as GET /api/batches/{id} does: the record, then
-// the stream, then the record again (a dispatcher records a batch before
-// it takes it off the stream, so a batch moving between them is found).
-// pending says it was found in the stream.
+// findBatch reads a batch as GET /api/batches/{id} does (record.FindBatch:
+// the record, then the stream, then the record again). pending says it was
+// found in the stream; it then gets the names a recorded batch has.
 func (e *env) findBatch(ctx context.Context, pool *pgxpool.Pool, ref batchRef) (b record.Batch, pending bool, err error) {
-	b, err = record.BatchStatus(ctx, pool, ref.co.ID, ref.id)
-	if !errors.Is(err, record.ErrNotFound) {
-		return b, false, err
-	}
-	if b, err = e.pendingBatch(ctx, ref.co.ID, ref.id); !errors.Is(err, record.ErrNotFound) {
-		if err == nil {
-			err = e.namePending(ctx, pool, &b)
-		}
-		return b, err == nil, err
-	}
-	b, err = record.BatchStatus(ctx, pool, ref.co.ID, ref.id)
-	if errors.Is(err, record.ErrNotFound) {
+	b, pending, err = record.FindBatch(ctx, pool, inStream{e}, ref.co.ID, ref.id)
+	switch {
+	case errors.Is(err, record.ErrNotFound):
 		return b, false, ref.notFound()
+	case err == nil && pending:
+		err = e.namePending(ctx, pool, &b)
 	}
-	return b, false, err
+	return b, pending, err
 }
 
 // namePending gives a batch still in the stream, which has only ids, the
@@ -379,15 +375,10 @@ func batchesMessagesCmd(e *env) *cobra.Command {
 				return usagef("--limit: limit must be between 1 and %d", record.MaxLimit)
 			}
 			f := record.Filter{States: states, Limit: limit, Cursor: cursor}
-			page, err := record.Messages(ctx, pool, ref.co.ID, ref.id, f)
+			// A batch still in the stream has no messages yet: an empty page.
+			page, err := record.BatchMessages(ctx, pool, inStream{e}, ref.co.ID, ref.id, f)
 			if errors.Is(err, record.ErrNotFound) {
-				// Still in the stream: no messages yet (the filter is still checked).
-				if _, _, err = e.findBatch(ctx, pool, ref); err == nil {
-					page, err = record.Messages(ctx, pool, ref.co.ID, ref.id, f)
-					if errors.Is(err, record.ErrNotFound) {
-						page, err = record.Page{BatchID: ref.id, Messages: []record.Message{}}, nil
-					}
-				}
+				return ref.notFound()
 			}
 			if err != nil {
 				return invalidFilter(err)
@@ -460,22 +451,10 @@ func batchesCancelCmd(e *env) *cobra.Command {
 	return c
 }
 
-// cancelBatch cancels as POST /api/batches/{id}/cancel and the console do:
-// a recorded batch (record.CancelAt), else one waiting in the stream
-// (record.CancelPending), else a recorded one again (recorded meanwhile).
+// cancelBatch cancels as POST /api/batches/{id}/cancel does
+// (record.CancelBatch: a recorded batch, else one waiting in the stream).
 func (e *env) cancelBatch(ctx context.Context, pool *pgxpool.Pool, ref batchRef) (record.CancelResult, error) {
-	res, err := record.Cancel(ctx, pool, ref.co.ID, ref.id)
-	if !errors.Is(err, record.ErrNotFound) {
-		return res, err
-	}
-	p, err := e.pendingBatch(ctx, ref.co.ID, ref.id)
-	switch {
-	case err == nil:
-		return record.CancelPending(ctx, pool, p, time.Now())
-	case !errors.Is(err, record.ErrNotFound):
-		return record.CancelResult{}, err
-	}
-	res, err = record.Cancel(ctx, pool, ref.co.ID, ref.id)
+	res, err := record.CancelBatch(ctx, pool, inStream{e}, ref.co.ID, ref.id, time.Now())
 	if errors.Is(err, record.ErrNotFound) {
 		return res, ref.notFound()
 	}

@@ -14,13 +14,12 @@ import (
 	"github.com/parleyhq/parley/pkg/record"
 )
 
-// BatchReader reads a batch's status and counts: RecordedBatch from
-// PostgreSQL (record.BatchStatus), PendingBatch from the stream for a
-// batch no dispatcher has taken yet (record.Pending). Both answer
-// record.ErrNotFound for a batch they do not hold.
+// BatchReader reads batches and messages (pkg/record).
 type BatchReader interface {
-	RecordedBatch(ctx context.Context, companyID int64, batchID string) (record.Batch, error)
-	PendingBatch(ctx context.Context, companyID int64, batchID string) (record.Batch, error)
+	// Batch is record.FindBatch: the batch's status and counts from the
+	// record, or from the stream for a batch no dispatcher has taken yet;
+	// record.ErrNotFound when neither holds it.
+	Batch(ctx context.Context, companyID int64, batchID string) (record.Batch, error)
 	// ListBatches is record.ListBatches.
 	ListBatches(ctx context.Context, companyID int64, f record.BatchFilter) (record.BatchPage, error)
 	// FindMessage is record.MessageByID for a key of digits, else
@@ -73,21 +72,6 @@ func batchBody(b record.Batch) batchJSON {
 	return batchJSON{batchSummaryJSON: batchSummary(b), Counts: b.Counts}
 }
 
-// findBatch looks in the record, then in the stream, then in the record
-// again: a dispatcher commits a batch's record before it acks the stream's
-// copy, so a batch accepted and moving from one to the other is always found.
-func findBatch(ctx context.Context, r BatchReader, companyID int64, id string) (record.Batch, error) {
-	b, err := r.RecordedBatch(ctx, companyID, id)
-	if !errors.Is(err, record.ErrNotFound) {
-		return b, err
-	}
-	b, err = r.PendingBatch(ctx, companyID, id)
-	if !errors.Is(err, record.ErrNotFound) {
-		return b, err
-	}
-	return r.RecordedBatch(ctx, companyID, id)
-}
-
 // batchStatus answers GET /api/batches/{batch_id}: the batch's lifecycle
 // status and how many of its messages are in each state. Another company's
 // batch, or an id that is not a batch id, is 404.
@@ -97,7 +81,7 @@ func (h *handlers) batchStatus(c *gin.Context) {
 		abortDetail(c, http.StatusNotFound, "Batch not found")
 		return
 	}
-	b, err := findBatch(c.Request.Context(), h.batches, principal(c).CompanyID, id.String())
+	b, err := h.batches.Batch(c.Request.Context(), principal(c).CompanyID, id.String())
 	switch {
 	case errors.Is(err, record.ErrNotFound):
 		abortDetail(c, http.StatusNotFound, "Batch not found")
