@@ -2,8 +2,11 @@ package record
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -49,18 +52,105 @@ func MessageByWamid(ctx context.Context, db DB, companyID int64, wamid string) (
 	return findMessage(ctx, db, `m.provider_message_id = $1 AND m.company_id = $2`, wamid, companyID)
 }
 
-func findMessage(ctx context.Context, db DB, where string, key any, companyID int64) (Found, error) {
+// foundSelect reads a message with its batch.
+const foundSelect = messageSelect + `, m.batch_id::text, b.kind::text, m.lane::text
+	FROM messages m JOIN batches b ON b.id = m.batch_id`
+
+func scanFound(row pgx.Row) (Found, error) {
 	var f Found
 	var lane string
-	m, err := scanMessage(db.QueryRow(ctx, messageSelect+`, m.batch_id::text, b.kind::text, m.lane::text
-		FROM messages m JOIN batches b ON b.id = m.batch_id
-		WHERE `+where, key, companyID), &f.BatchID, &f.Kind, &lane)
+	m, err := scanMessage(row, &f.BatchID, &f.Kind, &lane)
+	f.Message, f.Lane = m, Lane(lane)
+	return f, err
+}
+
+func findMessage(ctx context.Context, db DB, where string, key any, companyID int64) (Found, error) {
+	f, err := scanFound(db.QueryRow(ctx, foundSelect+` WHERE `+where, key, companyID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Found{}, fmt.Errorf("message %v: %w", key, ErrNotFound)
 	}
 	if err != nil {
 		return Found{}, fmt.Errorf("find message %v: %w", key, err)
 	}
-	f.Message, f.Lane = m, Lane(lane)
 	return f, nil
+}
+
+// A number's listing limits.
+const (
+	DefaultPhoneLimit = 50
+	MaxPhoneLimit     = 100
+)
+
+// PhoneFilter pages the messages to one number.
+type PhoneFilter struct {
+	// Limit is the page size, 1 to MaxPhoneLimit; 0 is DefaultPhoneLimit.
+	Limit int
+	// Cursor is a page's NextCursor, "" for the first page.
+	Cursor string
+}
+
+// PhonePage is a page of the messages Parley sent to one number, newest
+// first, each with its batch.
+type PhonePage struct {
+	Phone    string  `json:"phone"`
+	Messages []Found `json:"messages"`
+	// NextCursor continues after the last message; nil on the last page.
+	NextCursor *string `json:"next_cursor"`
+}
+
+// PhoneMessages lists a page of the company's messages to phone (E.164 with
+// its +), newest first, from every batch. ErrNotFound when the company
+// never sent to that number and has no contact of it; an *InvalidError for
+// a filter that cannot be used.
+func PhoneMessages(ctx context.Context, db DB, companyID int64, phone string, f PhoneFilter) (PhonePage, error) {
+	limit := f.Limit
+	if limit == 0 {
+		limit = DefaultPhoneLimit
+	}
+	if limit < 1 || limit > MaxPhoneLimit {
+		return PhonePage{}, &InvalidError{Field: "limit", Input: f.Limit, Msg: fmt.Sprintf("limit must be between 1 and %d", MaxPhoneLimit)}
+	}
+	var after int64
+	if f.Cursor != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(f.Cursor)
+		id, ok := strings.CutPrefix(string(raw), "v1:phone:"+phone+":")
+		n, nerr := strconv.ParseInt(id, 10, 64)
+		if err != nil || !ok || nerr != nil || n < 1 || strconv.FormatInt(n, 10) != id {
+			return PhonePage{}, &InvalidError{Field: "cursor", Input: f.Cursor, Msg: "cursor is not one this listing gave"}
+		}
+		after = n
+	}
+	rows, err := db.Query(ctx, foundSelect+`
+		WHERE m.company_id = $1 AND m.phone = $2 AND ($3::bigint = 0 OR m.id < $3)
+		ORDER BY m.id DESC
+		LIMIT $4`, companyID, phone, after, limit+1)
+	if err != nil {
+		return PhonePage{}, fmt.Errorf("list messages to %s: %w", phone, err)
+	}
+	msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Found, error) { return scanFound(r) })
+	if err != nil {
+		return PhonePage{}, fmt.Errorf("list messages to %s: %w", phone, err)
+	}
+	if len(msgs) == 0 && f.Cursor == "" {
+		// Never sent to: the number must be the company's contact (one who
+		// only wrote in, or only joined a segment).
+		var known bool
+		if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM contacts WHERE company_id = $1 AND phone = $2)`,
+			companyID, phone).Scan(&known); err != nil {
+			return PhonePage{}, fmt.Errorf("find contact %s: %w", phone, err)
+		}
+		if !known {
+			return PhonePage{}, fmt.Errorf("contact %s: %w", phone, ErrNotFound)
+		}
+	}
+	p := PhonePage{Phone: phone, Messages: msgs}
+	if len(msgs) > limit {
+		p.Messages = msgs[:limit]
+		next := base64.RawURLEncoding.EncodeToString([]byte("v1:phone:" + phone + ":" + strconv.FormatInt(p.Messages[limit-1].ID, 10)))
+		p.NextCursor = &next
+	}
+	if p.Messages == nil {
+		p.Messages = []Found{}
+	}
+	return p, nil
 }

@@ -173,3 +173,60 @@ func TestFindMessageByIDAndWamid(t *testing.T) {
 		}
 	}
 }
+
+func TestPhoneMessagesNewestFirstAcrossBatches(t *testing.T) {
+	f := newFixture(t)
+	var want []int64 // the messages to +14155550001, newest first
+	for range 3 {
+		b := f.campaignBatch(2, nil) // +14155550000 and +14155550001
+		f.expand(b)
+		page, err := record.Messages(f.ctx, f.pool, f.comp.ID, b.BatchId, record.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append([]int64{page.Messages[1].ID}, want...)
+	}
+	for _, size := range []int{1, 2, 50} {
+		var got []int64
+		filter := record.PhoneFilter{Limit: size}
+		for {
+			p, err := record.PhoneMessages(f.ctx, f.pool, f.comp.ID, "+14155550001", filter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range p.Messages {
+				if m.Phone != "+14155550001" || m.BatchID == "" || m.Kind != bus.BatchCampaign {
+					t.Fatalf("listed %+v", m)
+				}
+				got = append(got, m.ID)
+			}
+			if p.NextCursor == nil {
+				break
+			}
+			filter.Cursor = *p.NextCursor
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("pages of %d: %v, want %v (newest first)", size, got, want)
+		}
+	}
+	// Another company's contact, or no contact: not found.
+	for _, c := range []struct {
+		company int64
+		phone   string
+	}{{f.other.ID, "+14155550001"}, {f.comp.ID, "+14155559999"}} {
+		if _, err := record.PhoneMessages(f.ctx, f.pool, c.company, c.phone, record.PhoneFilter{}); !errors.Is(err, record.ErrNotFound) {
+			t.Errorf("company %d, %s: %v, want ErrNotFound", c.company, c.phone, err)
+		}
+	}
+	// A cursor of another number, or of nothing, is refused.
+	p, err := record.PhoneMessages(f.ctx, f.pool, f.comp.ID, "+14155550000", record.PhoneFilter{Limit: 1})
+	if err != nil || p.NextCursor == nil {
+		t.Fatalf("%+v, %v", p, err)
+	}
+	for _, bad := range []record.PhoneFilter{{Cursor: *p.NextCursor}, {Cursor: "x"}, {Limit: record.MaxPhoneLimit + 1}} {
+		var inv *record.InvalidError
+		if _, err := record.PhoneMessages(f.ctx, f.pool, f.comp.ID, "+14155550001", bad); !errors.As(err, &inv) {
+			t.Errorf("%+v: %v, want an InvalidError", bad, err)
+		}
+	}
+}

@@ -175,6 +175,10 @@ func (d sendRecords) FindMessage(ctx context.Context, companyID int64, key strin
 	return record.MessageByWamid(ctx, d.pool, companyID, key)
 }
 
+func (d sendRecords) PhoneMessages(ctx context.Context, companyID int64, phone string, f record.PhoneFilter) (record.PhonePage, error) {
+	return record.PhoneMessages(ctx, d.pool, companyID, phone, f)
+}
+
 func (d sendRecords) CancelBatch(ctx context.Context, companyID int64, batchID string) (record.CancelResult, error) {
 	return record.CancelBatch(ctx, d.pool, d.pending, companyID, batchID, d.now())
 }

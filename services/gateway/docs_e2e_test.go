@@ -126,6 +126,9 @@ func TestTheGatewayAnswersAsDocumented(t *testing.T) {
 	}
 	g.conforms(v, false, "GET", "/api/batches?status=done", co.key, "", 422)
 	g.conforms(v, true, "GET", "/api/messages/12345", co.key, "", 404)
+	g.conforms(v, true, "GET", "/api/contacts/+393330000001/messages?limit=5", co.key, "", 200)
+	g.conforms(v, true, "GET", "/api/contacts/+15550000000/messages", co.key, "", 404)
+	g.conforms(v, false, "GET", "/api/contacts/12/messages", co.key, "", 422)
 	g.conforms(v, true, "GET", "/api/messages/wamid.HBgLMzkzMzMxMjM0NTY3FQIAERgSQ0Y2", co.key, "", 404)
 
 	// Segments: list, read, rename, remove contacts, delete.

@@ -119,8 +119,28 @@ func TestListBatchesAndFindMessages(t *testing.T) {
 		}
 	}
 
+	// Each number's messages, with or without its +.
+	for phone, want := range map[string]string{"+393330000031": camp, "393330000033": auto} {
+		r := s.do(http.MethodGet, "/api/contacts/"+url.PathEscape(phone)+"/messages", co.key, nil)
+		page := r.json(t)
+		msgs, _ := page["messages"].([]any)
+		if r.status != 200 || page["phone"] != "+"+strings.TrimPrefix(phone, "+") || len(msgs) != 1 ||
+			msgs[0].(map[string]any)["batch_id"] != want || page["next_cursor"] != nil {
+			t.Fatalf("messages to %s: %d %s", phone, r.status, r.body)
+		}
+	}
+	wantDetail(t, s.do(http.MethodGet, "/api/contacts/+15550000000/messages", co.key, nil), 404, "Contact not found")
+	if r := s.do(http.MethodGet, "/api/contacts/12/messages", co.key, nil); r.status != 422 ||
+		!strings.HasPrefix(string(r.body), `{"detail":[{"type":"string_pattern_mismatch","loc":["path","phone"]`) {
+		t.Fatalf("a bad number: %d %s", r.status, r.body)
+	}
+	if r := s.do(http.MethodGet, "/api/contacts/+393330000031/messages?limit=101", co.key, nil); r.status != 422 {
+		t.Fatalf("limit 101: %d %s", r.status, r.body)
+	}
+
 	// Another company sees none of it.
 	rival := s.serve("rival")
+	wantDetail(t, s.do(http.MethodGet, "/api/contacts/+393330000031/messages", rival.key, nil), 404, "Contact not found")
 	if got := s.listBatches(rival.key, url.Values{}, 10); len(got) != 0 {
 		t.Fatalf("another company lists %v", got)
 	}

@@ -25,6 +25,8 @@ type BatchReader interface {
 	// FindMessage is record.MessageByID for a key of digits, else
 	// record.MessageByWamid.
 	FindMessage(ctx context.Context, companyID int64, key string) (record.Found, error)
+	// PhoneMessages is record.PhoneMessages.
+	PhoneMessages(ctx context.Context, companyID int64, phone string, f record.PhoneFilter) (record.PhonePage, error)
 }
 
 // batchSummaryJSON is a batch in GET /api/batches: what it sends (with the

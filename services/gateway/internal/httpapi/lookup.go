@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/phone"
 	"github.com/parleyhq/parley/pkg/record"
 )
 
@@ -198,4 +199,46 @@ func writeValue(c *gin.Context, status int, v any) {
 		return
 	}
 	writeJSON(c, status, body)
+}
+
+const msgContactNotFound = "Contact not found"
+
+// contactMessages serves GET /api/contacts/{phone}/messages: the messages
+// Parley sent to one of the company's contacts, newest first, from every
+// batch, each with its batch. The number is E.164, with or without its +;
+// one that is not a number is 422 at ["path", "phone"], one the company
+// never sent to and has no contact of 404. Query: limit (1 to 100, 50),
+// cursor.
+func (h *handlers) contactMessages(c *gin.Context) {
+	q := query{c: c}
+	raw := c.Param("phone")
+	number, ok := phone.Normalize(raw)
+	if !ok {
+		q.problems = append(q.problems, problem{Type: "string_pattern_mismatch", Loc: []any{"path", "phone"},
+			Msg: "String should match pattern '" + phone.Pattern + "'", Input: raw})
+	}
+	f := record.PhoneFilter{Limit: int(q.int("limit", 1, record.MaxPhoneLimit)), Cursor: q.cursor("cursor", "this listing")}
+	if len(q.problems) > 0 {
+		abortProblems(c, q.problems)
+		return
+	}
+	page, err := h.batches.PhoneMessages(c.Request.Context(), principal(c).CompanyID, number, f)
+	var inv *record.InvalidError
+	switch {
+	case errors.As(err, &inv):
+		q.fail("value_error", inv.Field, inv.Msg, inv.Input)
+		if inv.Field == "cursor" {
+			q.problems[0].Type, q.problems[0].Msg = "cursor_invalid", "cursor must be the next_cursor of a page of this listing"
+		}
+		abortProblems(c, q.problems)
+		return
+	case errors.Is(err, record.ErrNotFound):
+		abortDetail(c, http.StatusNotFound, msgContactNotFound)
+		return
+	case err != nil:
+		h.log.Error("list a contact's messages", zap.Error(err))
+		abortUnavailable(c)
+		return
+	}
+	writeValue(c, http.StatusOK, page)
 }

@@ -86,6 +86,7 @@ func New(cfg Config, d Deps) http.Handler {
 	api(RouteBatchMessages, h.batchMessages)
 	api(RouteBatchList, h.listBatches)
 	api(RouteMessage, h.message)
+	api(RouteContactMessages, h.contactMessages)
 	api(RouteSegmentList, h.listSegments)
 	api(RouteSegmentRead, h.getSegment)
 	api(RouteSegmentRename, h.renameSegment)

@@ -39,6 +39,8 @@ var (
 	// message found by id or wamid reads one row, like a batch's status.
 	RouteBatchList = Route{"batch_list", http.MethodGet, "/api/batches", ratelimit.PerSecond(10)}
 	RouteMessage   = Route{"message", http.MethodGet, "/api/messages/:message_id", ratelimit.PerSecond(20)}
+	// A number's messages read a page, like a batch's: 20.
+	RouteContactMessages = Route{"contact_messages", http.MethodGet, "/api/contacts/:phone/messages", ratelimit.PerSecond(20)}
 	// Segments: reads as the batch status (a page is at most 100 small
 	// rows); a rename or delete changes one row, as a cancel. A removal
 	// takes up to 1000 members out at a time: one per second, a burst of
@@ -52,7 +54,7 @@ var (
 
 // Routes is the route table: every limited endpoint of the public API.
 var Routes = []Route{RouteCampaignSend, RouteAutomationSend, RouteSegmentCreate, RouteSegmentContacts,
-	RouteBatchSend, RouteConnectorSend, RouteBatchStatus, RouteBatchCancel, RouteBatchMessages, RouteBatchList, RouteMessage,
+	RouteBatchSend, RouteConnectorSend, RouteBatchStatus, RouteBatchCancel, RouteBatchMessages, RouteBatchList, RouteMessage, RouteContactMessages,
 	RouteSegmentList, RouteSegmentRead, RouteSegmentRename, RouteSegmentDelete, RouteSegmentContactsRemove}
 
 // DocLimits is the route table as the OpenAPI document states it.
