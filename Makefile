@@ -152,6 +152,12 @@ $(DOCKER_COMPOSE):
 	@dir=$$(GOWORK=off GOFLAGS=-mod=mod go mod download -json github.com/docker/compose/v2@$(COMPOSE_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
 	  mkdir -p $(@D) && cd "$$dir" && CGO_ENABLED=0 GOWORK=off GOFLAGS=-buildvcs=false go build -trimpath -ldflags='-s -w -X github.com/docker/compose/v2/internal.Version=$(COMPOSE_VERSION)' -o $@ ./cmd
 
+# The pinned compose plugin, for machines whose Docker has none (Debian's
+# docker.io): COMPOSE_CMD builds it on first use; .ci/run builds it early,
+# in the background, while apt and the module downloads wait on the network.
+.PHONY: compose-tool
+compose-tool: $(DOCKER_COMPOSE)
+
 .PHONY: tools
 tools: $(NATS_SERVER) $(KUSTOMIZE) ## build the pinned nats-server and kustomize into bin/
 	@echo "$(NATS_SERVER)"; echo "$(KUSTOMIZE)"
