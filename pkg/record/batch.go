@@ -14,34 +14,35 @@ import (
 	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 )
 
-// Batch is a send batch with its messages counted by state. Its public JSON
-// shape is the gateway's.
+// Batch is a send batch with its messages counted by state. Its JSON is
+// the API's (GET /api/batches/{batch_id}, and GET /api/batches without
+// counts) and parleyctl's --json.
 type Batch struct {
-	ID           string
-	CompanyID    int64
-	Kind         bus.BatchKind
-	Source       bus.Source
-	Status       BatchState
-	Error        string
-	ContactCount int
-	IsForced     bool
-	ScheduledAt  *time.Time
-	AcceptedAt   time.Time
-	CompletedAt  *time.Time
-	// CancelledAt is when the batch was first cancelled.
-	CancelledAt *time.Time
+	ID        string        `json:"batch_id"`
+	CompanyID int64         `json:"company_id"`
+	Kind      bus.BatchKind `json:"kind"`
+	Source    bus.Source    `json:"source"`
+	Status    BatchState    `json:"status"`
+	Error     string        `json:"error,omitempty"`
 	// What the batch sends, with the names a person reads (the names only
 	// once a dispatcher recorded the batch; a batch still in the stream has
 	// the ids).
-	CampaignID     *int64
-	CampaignName   string
-	AutomationID   *int64
-	AutomationName string
-	SegmentID      *int64
-	SegmentName    string
+	CampaignID     *int64     `json:"campaign_id,omitempty"`
+	CampaignName   string     `json:"campaign_name,omitempty"`
+	AutomationID   *int64     `json:"automation_id,omitempty"`
+	AutomationName string     `json:"automation_name,omitempty"`
+	SegmentID      *int64     `json:"segment_id,omitempty"`
+	SegmentName    string     `json:"segment_name,omitempty"`
+	ContactCount   int        `json:"contacts"`
+	IsForced       bool       `json:"is_forced"`
+	ScheduledAt    *time.Time `json:"scheduled_at,omitempty"`
+	AcceptedAt     time.Time  `json:"accepted_at"`
+	CompletedAt    *time.Time `json:"completed_at,omitempty"`
+	// CancelledAt is when the batch was first cancelled.
+	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
 	// Counts has every message state, zero included; nil in a listing
 	// (ListBatches), which does not count messages.
-	Counts map[State]int
+	Counts map[State]int `json:"counts,omitempty"`
 }
 
 // batchSelect reads a recorded batch with the names of its campaign,

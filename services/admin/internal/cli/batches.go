@@ -24,41 +24,6 @@ func batchesCmd(e *env) *cobra.Command {
 		batchesListCmd(e), batchesShowCmd(e), batchesMessagesCmd(e), batchesCancelCmd(e))
 }
 
-// batchView is a batch as --json prints it: the keys of GET /api/batches
-// and, with its counts, of GET /api/batches/{batch_id}.
-type batchView struct {
-	ID             string        `json:"batch_id"`
-	CompanyID      int64         `json:"company_id"`
-	Kind           bus.BatchKind `json:"kind"`
-	Source         bus.Source    `json:"source"`
-	Status         string        `json:"status"`
-	Error          string        `json:"error,omitempty"`
-	CampaignID     *int64        `json:"campaign_id,omitempty"`
-	CampaignName   string        `json:"campaign_name,omitempty"`
-	AutomationID   *int64        `json:"automation_id,omitempty"`
-	AutomationName string        `json:"automation_name,omitempty"`
-	SegmentID      *int64        `json:"segment_id,omitempty"`
-	SegmentName    string        `json:"segment_name,omitempty"`
-	ContactCount   int           `json:"contacts"`
-	IsForced       bool          `json:"is_forced"`
-	ScheduledAt    *time.Time    `json:"scheduled_at,omitempty"`
-	AcceptedAt     time.Time     `json:"accepted_at"`
-	CompletedAt    *time.Time    `json:"completed_at,omitempty"`
-	CancelledAt    *time.Time    `json:"cancelled_at,omitempty"`
-	// Counts has every message state, zero included; absent in a listing.
-	Counts map[record.State]int `json:"counts,omitempty"`
-}
-
-func viewBatch(b record.Batch) batchView {
-	return batchView{
-		ID: b.ID, CompanyID: b.CompanyID, Kind: b.Kind, Source: b.Source, Status: string(b.Status), Error: b.Error,
-		CampaignID: b.CampaignID, CampaignName: b.CampaignName, AutomationID: b.AutomationID, AutomationName: b.AutomationName,
-		SegmentID: b.SegmentID, SegmentName: b.SegmentName,
-		ContactCount: b.ContactCount, IsForced: b.IsForced, ScheduledAt: b.ScheduledAt, AcceptedAt: b.AcceptedAt,
-		CompletedAt: b.CompletedAt, CancelledAt: b.CancelledAt, Counts: b.Counts,
-	}
-}
-
 // named is a campaign, automation or segment as a person reads it: its
 // name, or its id while only the id is known (a batch still in the stream).
 func named(what, name string, id *int64) string {
@@ -113,8 +78,8 @@ func optionalTime(flag, v string) (*time.Time, error) {
 
 // batchListView is a page of batches as --json prints it.
 type batchListView struct {
-	Batches    []batchView `json:"batches"`
-	NextCursor *string     `json:"next_cursor"`
+	Batches    []record.Batch `json:"batches"`
+	NextCursor *string        `json:"next_cursor"`
 }
 
 func batchesListCmd(e *env) *cobra.Command {
@@ -158,10 +123,10 @@ remain, the next page's --cursor is printed last.`),
 		if err != nil {
 			return invalidFilter(err)
 		}
-		v := batchListView{Batches: make([]batchView, len(page.Batches)), NextCursor: page.NextCursor}
+		v := batchListView{Batches: page.Batches, NextCursor: page.NextCursor}
 		rows := make([][]string, len(page.Batches))
 		for i, b := range page.Batches {
-			v.Batches[i] = viewBatch(b)
+			v.Batches[i] = b
 			rows[i] = []string{b.ID, string(b.Kind), string(b.Status), sends(b), strconv.Itoa(b.ContactCount),
 				fmtTime(b.AcceptedAt), fmtTimePtr(b.CompletedAt)}
 		}
@@ -347,7 +312,7 @@ func batchesShowCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return e.emit(viewBatch(b), func(w io.Writer) {
+			return e.emit(b, func(w io.Writer) {
 				fields(w, batchFields(ref.co, b)...)
 				if pending {
 					fmt.Fprintln(w, "\nwaiting in the stream: no dispatcher has taken it yet, so it has no messages yet")
@@ -419,8 +384,8 @@ func batchesMessagesCmd(e *env) *cobra.Command {
 // cancelView is a cancel's result as --json prints it: the keys of POST
 // /api/batches/{batch_id}/cancel's answer.
 type cancelView struct {
-	Cancelled int       `json:"cancelled"`
-	Batch     batchView `json:"batch"`
+	Cancelled int          `json:"cancelled"`
+	Batch     record.Batch `json:"batch"`
 }
 
 func batchesCancelCmd(e *env) *cobra.Command {
@@ -431,7 +396,7 @@ func batchesCancelCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return e.emit(cancelView{Cancelled: res.Cancelled, Batch: viewBatch(res.Batch)}, func(w io.Writer) {
+			return e.emit(cancelView{Cancelled: res.Cancelled, Batch: res.Batch}, func(w io.Writer) {
 				what := sends(res.Batch)
 				if what == "-" {
 					what = string(res.Batch.Kind) + " batch"

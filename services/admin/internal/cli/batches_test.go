@@ -240,7 +240,7 @@ func TestBatchesShow(t *testing.T) {
 			t.Errorf("show lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	var v batchView
+	var v record.Batch
 	s.jsonOK(&v, "batches", "show", f.completed, "--company", "acme")
 	if v.ID != f.completed || v.Status != "completed" || v.Counts[record.StateDelivered] != 1 || v.Counts[record.StateFailed] != 1 ||
 		v.Counts[record.StateRead] != 1 || len(v.Counts) != len(record.States) {
@@ -336,7 +336,7 @@ func TestBatchesCancel(t *testing.T) {
 	if v.Cancelled != 40 || v.Batch.Status != "cancelled" || v.Batch.Counts[record.StateCancelled] != 40 {
 		t.Fatalf("pending cancel %+v", v)
 	}
-	var shown batchView
+	var shown record.Batch
 	s.jsonOK(&shown, "batches", "show", f.pending, "--company", "acme")
 	if shown.Status != "cancelled" || shown.CancelledAt == nil {
 		t.Fatalf("the pending batch after its cancel %+v", shown)

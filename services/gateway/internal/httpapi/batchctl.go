@@ -47,7 +47,7 @@ func decodeCancel(body []byte, contentType string) (struct{}, error) {
 // the batch afterwards.
 type cancelJSON struct {
 	Cancelled int `json:"cancelled"`
-	batchJSON
+	record.Batch
 }
 
 // cancelBatch serves POST /api/batches/{batch_id}/cancel: 200 with how many
@@ -70,7 +70,7 @@ func (h *handlers) cancelBatch(c *gin.Context) {
 			if err == nil {
 				c.Set(ctxBatchID, id.String())
 			}
-			return http.StatusOK, cancelJSON{Cancelled: res.Cancelled, batchJSON: batchBody(res.Batch)}, err
+			return http.StatusOK, cancelJSON{Cancelled: res.Cancelled, Batch: res.Batch}, err
 		})
 }
 

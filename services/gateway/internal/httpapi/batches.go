@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
-	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/record"
 )
 
@@ -27,51 +25,6 @@ type BatchReader interface {
 	FindMessage(ctx context.Context, companyID int64, key string) (record.Found, error)
 	// PhoneMessages is record.PhoneMessages.
 	PhoneMessages(ctx context.Context, companyID int64, phone string, f record.PhoneFilter) (record.PhonePage, error)
-}
-
-// batchSummaryJSON is a batch in GET /api/batches: what it sends (with the
-// names of its campaign, automation and segment) and where it stands.
-type batchSummaryJSON struct {
-	ID             string        `json:"batch_id"`
-	CompanyID      int64         `json:"company_id"`
-	Kind           bus.BatchKind `json:"kind"`
-	Source         bus.Source    `json:"source"`
-	Status         string        `json:"status"`
-	Error          string        `json:"error,omitempty"`
-	CampaignID     *int64        `json:"campaign_id,omitempty"`
-	CampaignName   string        `json:"campaign_name,omitempty"`
-	AutomationID   *int64        `json:"automation_id,omitempty"`
-	AutomationName string        `json:"automation_name,omitempty"`
-	SegmentID      *int64        `json:"segment_id,omitempty"`
-	SegmentName    string        `json:"segment_name,omitempty"`
-	ContactCount   int           `json:"contacts"`
-	IsForced       bool          `json:"is_forced"`
-	ScheduledAt    *time.Time    `json:"scheduled_at,omitempty"`
-	AcceptedAt     time.Time     `json:"accepted_at"`
-	CompletedAt    *time.Time    `json:"completed_at,omitempty"`
-	CancelledAt    *time.Time    `json:"cancelled_at,omitempty"`
-}
-
-// batchJSON is the public shape of a batch: GET /api/batches/{batch_id},
-// and the batch in a cancel's answer: the summary and its messages counted.
-type batchJSON struct {
-	batchSummaryJSON
-	// Counts has every message state, zero included.
-	Counts map[record.State]int `json:"counts"`
-}
-
-func batchSummary(b record.Batch) batchSummaryJSON {
-	return batchSummaryJSON{
-		ID: b.ID, CompanyID: b.CompanyID, Kind: b.Kind, Source: b.Source, Status: string(b.Status), Error: b.Error,
-		CampaignID: b.CampaignID, CampaignName: b.CampaignName, AutomationID: b.AutomationID, AutomationName: b.AutomationName,
-		SegmentID: b.SegmentID, SegmentName: b.SegmentName,
-		ContactCount: b.ContactCount, IsForced: b.IsForced, ScheduledAt: b.ScheduledAt, AcceptedAt: b.AcceptedAt,
-		CompletedAt: b.CompletedAt, CancelledAt: b.CancelledAt,
-	}
-}
-
-func batchBody(b record.Batch) batchJSON {
-	return batchJSON{batchSummaryJSON: batchSummary(b), Counts: b.Counts}
 }
 
 // batchStatus answers GET /api/batches/{batch_id}: the batch's lifecycle
@@ -93,5 +46,5 @@ func (h *handlers) batchStatus(c *gin.Context) {
 		abortUnavailable(c)
 		return
 	}
-	writeValue(c, http.StatusOK, batchBody(b))
+	writeValue(c, http.StatusOK, b) // record.Batch's JSON is the API's
 }

@@ -88,6 +88,22 @@ func (q *query) cursor(name, what string) string {
 	return v
 }
 
+// refused answers 422 when err is the record's *InvalidError for a filter
+// it could not use (a cursor that no page gave, since until not after
+// since), at ["query", <field>], and reports whether it did.
+func (q *query) refused(err error) bool {
+	var inv *record.InvalidError
+	if !errors.As(err, &inv) {
+		return false
+	}
+	p := problem{Type: "value_error", Loc: []any{"query", inv.Field}, Msg: inv.Msg, Input: inv.Input}
+	if inv.Field == "cursor" {
+		p.Type, p.Msg = "cursor_invalid", "cursor must be the next_cursor of a page of this listing"
+	}
+	abortProblems(q.c, []problem{p})
+	return true
+}
+
 // quotedList is pydantic's enum wording: 'a', 'b' or 'c'.
 func quotedList(xs []string) string {
 	var b strings.Builder
@@ -111,9 +127,9 @@ func names[T ~string](xs []T) []string {
 	return out
 }
 
-// batchListJSON is a page of GET /api/batches.
+// batchListJSON is a page of GET /api/batches: batches without counts.
 type batchListJSON struct {
-	Batches []batchSummaryJSON `json:"batches"`
+	Batches []record.Batch `json:"batches"`
 	// NextCursor continues after the last batch; null on the last page.
 	NextCursor *string `json:"next_cursor"`
 }
@@ -146,25 +162,15 @@ func (h *handlers) listBatches(c *gin.Context) {
 		return
 	}
 	page, err := h.batches.ListBatches(c.Request.Context(), principal(c).CompanyID, f)
-	var inv *record.InvalidError
 	switch {
-	case errors.As(err, &inv):
-		q.fail("value_error", inv.Field, inv.Msg, inv.Input)
-		if inv.Field == "cursor" {
-			q.problems[0].Type, q.problems[0].Msg = "cursor_invalid", "cursor must be the next_cursor of a page of this listing"
-		}
-		abortProblems(c, q.problems)
+	case q.refused(err):
 		return
 	case err != nil:
 		h.log.Error("list batches", zap.Error(err))
 		abortUnavailable(c)
 		return
 	}
-	out := batchListJSON{Batches: make([]batchSummaryJSON, len(page.Batches)), NextCursor: page.NextCursor}
-	for i, b := range page.Batches {
-		out.Batches[i] = batchSummary(b)
-	}
-	writeValue(c, http.StatusOK, out)
+	writeValue(c, http.StatusOK, batchListJSON{Batches: page.Batches, NextCursor: page.NextCursor})
 }
 
 // message serves GET /api/messages/{message_id}: one of the company's
@@ -223,14 +229,8 @@ func (h *handlers) contactMessages(c *gin.Context) {
 		return
 	}
 	page, err := h.batches.PhoneMessages(c.Request.Context(), principal(c).CompanyID, number, f)
-	var inv *record.InvalidError
 	switch {
-	case errors.As(err, &inv):
-		q.fail("value_error", inv.Field, inv.Msg, inv.Input)
-		if inv.Field == "cursor" {
-			q.problems[0].Type, q.problems[0].Msg = "cursor_invalid", "cursor must be the next_cursor of a page of this listing"
-		}
-		abortProblems(c, q.problems)
+	case q.refused(err):
 		return
 	case errors.Is(err, record.ErrNotFound):
 		abortDetail(c, http.StatusNotFound, msgContactNotFound)
