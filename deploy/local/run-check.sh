@@ -35,10 +35,16 @@ fail() {
 tcp_up() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
 USED_PORTS=" "
+# Below the kernel's ephemeral range (32768 by default): a port chosen
+# there may be taken, between the check and the bind, as the source port
+# of an outgoing connection (a service's own, to PostgreSQL or NATS); a
+# CI run once failed so.
+EPHEMERAL_LOW=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+[[ $EPHEMERAL_LOW =~ ^[0-9]+$ ]] && ((EPHEMERAL_LOW > 21000)) || EPHEMERAL_LOW=32768
 free_port() {
 	local p
 	while :; do
-		p=$((20000 + RANDOM % 20000))
+		p=$((20000 + RANDOM % (EPHEMERAL_LOW - 20000)))
 		[[ $USED_PORTS == *" $p "* ]] && continue
 		tcp_up 127.0.0.1 "$p" && continue
 		USED_PORTS+="$p "
