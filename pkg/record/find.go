@@ -2,11 +2,9 @@ package record
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -103,22 +101,16 @@ type PhonePage struct {
 // never sent to that number and has no contact of it; an *InvalidError for
 // a filter that cannot be used.
 func PhoneMessages(ctx context.Context, db DB, companyID int64, phone string, f PhoneFilter) (PhonePage, error) {
-	limit := f.Limit
-	if limit == 0 {
-		limit = DefaultPhoneLimit
-	}
-	if limit < 1 || limit > MaxPhoneLimit {
-		return PhonePage{}, &InvalidError{Field: "limit", Input: f.Limit, Msg: fmt.Sprintf("limit must be between 1 and %d", MaxPhoneLimit)}
+	limit, err := pageSize(f.Limit, DefaultPhoneLimit, MaxPhoneLimit)
+	if err != nil {
+		return PhonePage{}, err
 	}
 	var after int64
 	if f.Cursor != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(f.Cursor)
-		id, ok := strings.CutPrefix(string(raw), "v1:phone:"+phone+":")
-		n, nerr := strconv.ParseInt(id, 10, 64)
-		if err != nil || !ok || nerr != nil || n < 1 || strconv.FormatInt(n, 10) != id {
+		var ok bool
+		if after, ok = cursorInt("phone:"+phone, f.Cursor, 1); !ok {
 			return PhonePage{}, &InvalidError{Field: "cursor", Input: f.Cursor, Msg: "cursor is not one this listing gave"}
 		}
-		after = n
 	}
 	rows, err := db.Query(ctx, foundSelect+`
 		WHERE m.company_id = $1 AND m.phone = $2 AND ($3::bigint = 0 OR m.id < $3)
@@ -146,7 +138,7 @@ func PhoneMessages(ctx context.Context, db DB, companyID int64, phone string, f 
 	p := PhonePage{Phone: phone, Messages: msgs}
 	if len(msgs) > limit {
 		p.Messages = msgs[:limit]
-		next := base64.RawURLEncoding.EncodeToString([]byte("v1:phone:" + phone + ":" + strconv.FormatInt(p.Messages[limit-1].ID, 10)))
+		next := encodeCursor("phone:"+phone, strconv.FormatInt(p.Messages[limit-1].ID, 10))
 		p.NextCursor = &next
 	}
 	if p.Messages == nil {

@@ -2,7 +2,6 @@ package record
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"slices"
 	"strconv"
@@ -90,7 +89,7 @@ type Page struct {
 func parseFilter(batchID string, f Filter) (states []string, limit, after int, err error) {
 	seen := map[string]bool{}
 	for _, s := range f.States {
-		if !validState(s) {
+		if !slices.Contains(States, State(s)) {
 			return nil, 0, 0, &InvalidError{Field: "state", Input: s,
 				Msg: "state must be one of " + joinNames(States)}
 		}
@@ -99,57 +98,18 @@ func parseFilter(batchID string, f Filter) (states []string, limit, after int, e
 			states = append(states, s)
 		}
 	}
-	limit = f.Limit
-	if limit == 0 {
-		limit = DefaultLimit
-	}
-	if limit < 1 || limit > MaxLimit {
-		return nil, 0, 0, &InvalidError{Field: "limit", Input: f.Limit,
-			Msg: fmt.Sprintf("limit must be between 1 and %d", MaxLimit)}
+	if limit, err = pageSize(f.Limit, DefaultLimit, MaxLimit); err != nil {
+		return nil, 0, 0, err
 	}
 	after = -1
 	if f.Cursor != "" {
-		after, err = decodeCursor(batchID, f.Cursor)
-		if err != nil {
-			return nil, 0, 0, err
+		seq, ok := cursorInt(batchID, f.Cursor, 0)
+		if !ok {
+			return nil, 0, 0, &InvalidError{Field: "cursor", Input: f.Cursor, Msg: "cursor is not one this batch's listing gave"}
 		}
+		after = int(seq)
 	}
 	return states, limit, after, nil
-}
-
-func validState(s string) bool {
-	for _, x := range States {
-		if string(x) == s {
-			return true
-		}
-	}
-	return false
-}
-
-// A cursor is the batch and the position of the last message listed: the
-// position never changes, so a page follows the one before it whatever
-// states changed between them (a message that changed state may leave or
-// join the filter, but none is listed twice and none that matches
-// throughout is skipped).
-func encodeCursor(batchID string, seq int) string {
-	return base64.RawURLEncoding.EncodeToString([]byte("v1:" + batchID + ":" + strconv.Itoa(seq)))
-}
-
-func decodeCursor(batchID, c string) (int, error) {
-	bad := &InvalidError{Field: "cursor", Input: c, Msg: "cursor is not one this batch's listing gave"}
-	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return 0, bad
-	}
-	parts := strings.Split(string(raw), ":")
-	if len(parts) != 3 || parts[0] != "v1" || parts[1] != batchID {
-		return 0, bad
-	}
-	seq, err := strconv.Atoi(parts[2])
-	if err != nil || seq < 0 || strconv.Itoa(seq) != parts[2] {
-		return 0, bad
-	}
-	return seq, nil
 }
 
 // Messages lists a page of the company's batch's messages, in batch order,
@@ -189,7 +149,7 @@ func Messages(ctx context.Context, db *pgxpool.Pool, companyID int64, batchID st
 	p := Page{BatchID: batchID, Messages: msgs}
 	if len(msgs) > limit {
 		p.Messages = msgs[:limit]
-		next := encodeCursor(batchID, p.Messages[limit-1].Seq)
+		next := encodeCursor(batchID, strconv.Itoa(p.Messages[limit-1].Seq))
 		p.NextCursor = &next
 	}
 	if p.Messages == nil {
@@ -239,17 +199,12 @@ func (f BatchFilter) check() (limit int, after string, err error) {
 	if f.Since != nil && f.Until != nil && !f.Since.Before(*f.Until) {
 		return 0, "", &InvalidError{Field: "until", Input: f.Until.Format(time.RFC3339Nano), Msg: "until must be after since"}
 	}
-	limit = f.Limit
-	if limit == 0 {
-		limit = DefaultBatchLimit
-	}
-	if limit < 1 || limit > MaxBatchLimit {
-		return 0, "", &InvalidError{Field: "limit", Input: f.Limit, Msg: fmt.Sprintf("limit must be between 1 and %d", MaxBatchLimit)}
+	if limit, err = pageSize(f.Limit, DefaultBatchLimit, MaxBatchLimit); err != nil {
+		return 0, "", err
 	}
 	if f.Cursor != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(f.Cursor)
-		id, ok := strings.CutPrefix(string(raw), "v1:batches:")
-		if u, uerr := uuid.Parse(id); err != nil || !ok || uerr != nil || u.String() != id {
+		id, ok := cursorAt("batches", f.Cursor)
+		if u, err := uuid.Parse(id); !ok || err != nil || u.String() != id {
 			return 0, "", &InvalidError{Field: "cursor", Input: f.Cursor, Msg: "cursor is not one this listing gave"}
 		}
 		after = id
@@ -304,7 +259,7 @@ func ListBatches(ctx context.Context, db DB, companyID int64, f BatchFilter) (Ba
 	p := BatchPage{Batches: batches}
 	if len(batches) > limit {
 		p.Batches = batches[:limit]
-		next := base64.RawURLEncoding.EncodeToString([]byte("v1:batches:" + p.Batches[limit-1].ID))
+		next := encodeCursor("batches", p.Batches[limit-1].ID)
 		p.NextCursor = &next
 	}
 	if p.Batches == nil {

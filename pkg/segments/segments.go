@@ -174,17 +174,8 @@ func addMembers(ctx context.Context, tx pgx.Tx, companyID, segmentID int64, memb
 // Size is how many members the company's segment has (ErrNotFound for an
 // unknown or another company's segment).
 func (s *Store) Size(ctx context.Context, companyID, segmentID int64) (int, error) {
-	var n int
-	err := s.pool.QueryRow(ctx, `
-		SELECT (SELECT count(*) FROM segment_members m WHERE m.segment_id = s.id)
-		FROM segments s WHERE s.id = $1 AND s.company_id = $2 AND s.deleted_at IS NULL`, segmentID, companyID).Scan(&n)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("segment %d: %w", segmentID, ErrNotFound)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("size segment %d: %w", segmentID, err)
-	}
-	return n, nil
+	seg, err := s.Get(ctx, companyID, segmentID)
+	return seg.Contacts, err
 }
 
 // nameFree fails with a *NameTakenError when a live segment of the company
