@@ -214,4 +214,13 @@ func TestRequestID(t *testing.T) {
 	if b := g.do(http.MethodGet, r.header.Get("Location"), co.key, nil); b.status != 200 || b.json(t)["batch_id"] != id {
 		t.Fatalf("GET Location: %d %s", b.status, b.body)
 	}
+	// A replay of an Idempotency-Key answers the same Location.
+	body := fmt.Sprintf(`{"campaign_id":%d,"contacts":["+393330000042"]}`, co.campaign.ID)
+	first := g.post("/api/campaigns/send", co.key, body, "Idempotency-Key", "loc-1")
+	replay := g.post("/api/campaigns/send", co.key, body, "Idempotency-Key", "loc-1")
+	id, _ = first.json(t)["batch_id"].(string)
+	if first.status != 202 || replay.status != 202 || replay.header.Get("Idempotent-Replayed") != "true" ||
+		replay.header.Get("Location") != "/api/batches/"+id || first.header.Get("Location") != "/api/batches/"+id {
+		t.Fatalf("replay: %d %v, first %d %v", replay.status, replay.header, first.status, first.header)
+	}
 }
