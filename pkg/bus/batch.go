@@ -21,10 +21,11 @@ const (
 	BatchAutomation BatchKind = "automation" // POST /api/automations/send
 	BatchMessages   BatchKind = "batch"      // POST /api/batch/send
 	BatchConnector  BatchKind = "connector"  // POST /api/{connector}/send, whatever its target
+	BatchReply      BatchKind = "reply"      // POST /api/messages: one message to one contact
 )
 
 // BatchKinds is every kind.
-var BatchKinds = []BatchKind{BatchCampaign, BatchAutomation, BatchMessages, BatchConnector}
+var BatchKinds = []BatchKind{BatchCampaign, BatchAutomation, BatchMessages, BatchConnector, BatchReply}
 
 // Source is what asked for a batch, recorded with it: an endpoint of the API
 // ("api:campaigns_send") or a connector ("connector:shopify").
@@ -36,6 +37,7 @@ const (
 	SourceCampaignsSend   Source = "api:campaigns_send"
 	SourceAutomationsSend Source = "api:automations_send"
 	SourceBatchSend       Source = "api:batch_send"
+	SourceMessagesSend    Source = "api:messages_send"
 )
 
 const connectorPrefix = "connector:"
@@ -100,6 +102,8 @@ func DescribeBatch(m proto.Message) (BatchKind, Source, error) {
 		kind, def, written = BatchAutomation, SourceAutomationsSend, b.GetSource()
 	case *sendsv1.MessageBatch:
 		kind, def, written = BatchMessages, SourceBatchSend, b.GetSource()
+	case *sendsv1.ReplyBatch:
+		kind, def, written = BatchReply, SourceMessagesSend, b.GetSource()
 	default:
 		return "", "", fmt.Errorf("%T is not a batch message", m)
 	}

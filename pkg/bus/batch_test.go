@@ -27,6 +27,8 @@ var describeBatchCases = []struct {
 	{&sendsv1.MessageBatch{Source: "api:batch/send"}, bus.BatchMessages, bus.SourceBatchSend},
 	{&sendsv1.MessageBatch{Source: "api:batch_send"}, bus.BatchMessages, bus.SourceBatchSend},
 	{&sendsv1.MessageBatch{Source: "connector:klaviyo"}, bus.BatchConnector, bus.ConnectorSource("klaviyo")},
+	{&sendsv1.ReplyBatch{}, bus.BatchReply, bus.SourceMessagesSend},
+	{&sendsv1.ReplyBatch{Source: "api:messages_send"}, bus.BatchReply, bus.SourceMessagesSend},
 }
 
 func TestDescribeBatch(t *testing.T) {

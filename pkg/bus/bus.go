@@ -125,9 +125,13 @@ func (c Config) AutomationFilter() string { return c.Prefix + ".automation.>" }
 // of its own: NATS 2.9 consumers take one filter subject.
 func (c Config) BatchFilter() string { return c.Prefix + ".batch.>" }
 
+// ReplyFilter matches every company's replies (POST /api/messages); the
+// automation dispatcher takes them with a consumer of their own.
+func (c Config) ReplyFilter() string { return c.Prefix + ".reply.>" }
+
 // StreamSubjects are the subjects the SENDS stream stores.
 func (c Config) StreamSubjects() []string {
-	return []string{c.CampaignFilter(), c.AutomationFilter(), c.BatchFilter()}
+	return []string{c.CampaignFilter(), c.AutomationFilter(), c.BatchFilter(), c.ReplyFilter()}
 }
 
 // InvalidationSubject carries, on core NATS, a note of every record that

@@ -41,10 +41,11 @@ const (
 	KindCampaignBatches   = "campaign"
 	KindAutomationBatches = "automation"
 	KindMessageBatches    = "batch"
+	KindReplyBatches      = "reply"
 )
 
 // SubjectKinds are the kinds of batch subject, in the order lookups try them.
-var SubjectKinds = []string{KindCampaignBatches, KindAutomationBatches, KindMessageBatches}
+var SubjectKinds = []string{KindCampaignBatches, KindAutomationBatches, KindMessageBatches, KindReplyBatches}
 
 // MaxGroup is the most batches a group can hold (its index is 16 bits).
 const MaxGroup = 1 << 16
@@ -150,6 +151,8 @@ func NewBatchMessage(kind string) (BatchMessage, error) {
 		return &sendsv1.AutomationBatch{}, nil
 	case KindMessageBatches:
 		return &sendsv1.MessageBatch{}, nil
+	case KindReplyBatches:
+		return &sendsv1.ReplyBatch{}, nil
 	}
 	return nil, fmt.Errorf("no batch message of kind %q", kind)
 }

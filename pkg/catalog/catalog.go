@@ -123,7 +123,7 @@ type Automation struct {
 // ReservedConnectorNames cannot name a connector: they are the first path
 // segments of the public API's own routes under /api, which gin prefers to
 // /api/<connector>/send. The database refuses them too (migration 00004).
-var ReservedConnectorNames = []string{"automations", "batch", "batches", "campaigns", "docs", "segments"}
+var ReservedConnectorNames = []string{"automations", "batch", "batches", "campaigns", "contacts", "conversations", "docs", "messages", "segments"}
 
 // ReservedConnectorName reports whether name is one of ReservedConnectorNames.
 func ReservedConnectorName(name string) bool {

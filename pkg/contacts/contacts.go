@@ -42,6 +42,9 @@ type Contact struct {
 	Phone     string `json:"phone"` // E.164 with '+'
 	FirstName string `json:"first_name,omitempty"`
 	LastName  string `json:"last_name,omitempty"`
+	// ProfileName is the WhatsApp profile name of the contact's last
+	// inbound message.
+	ProfileName string `json:"profile_name,omitempty"`
 	// Variables are the saved trigger variables, for personalisation.
 	Variables  map[string]string `json:"variables"`
 	OptedOutAt *time.Time        `json:"opted_out_at,omitempty"`
@@ -75,12 +78,12 @@ func NewStore(db DB, now func() time.Time) *Store {
 	return &Store{db: db, now: now}
 }
 
-const columns = `id, company_id, phone, COALESCE(first_name, ''), COALESCE(last_name, ''), variables, opted_out_at, created_at, updated_at`
+const columns = `id, company_id, phone, COALESCE(first_name, ''), COALESCE(last_name, ''), COALESCE(profile_name, ''), variables, opted_out_at, created_at, updated_at`
 
 func scan(row pgx.Row) (Contact, error) {
 	var c Contact
 	var vars []byte
-	if err := row.Scan(&c.ID, &c.CompanyID, &c.Phone, &c.FirstName, &c.LastName, &vars, &c.OptedOutAt, &c.CreatedAt, &c.UpdatedAt); err != nil {
+	if err := row.Scan(&c.ID, &c.CompanyID, &c.Phone, &c.FirstName, &c.LastName, &c.ProfileName, &vars, &c.OptedOutAt, &c.CreatedAt, &c.UpdatedAt); err != nil {
 		return Contact{}, err
 	}
 	v, err := DecodeVariables(vars)

@@ -61,6 +61,10 @@ func ConsumerName(lane record.Lane) string { return string(lane) + "-dispatcher"
 // filter subject.
 const BatchConsumerName = "campaign-dispatcher-batch"
 
+// ReplyConsumerName is the automation lane's second durable consumer, for
+// the replies of POST /api/messages (bus.Config.ReplyFilter).
+const ReplyConsumerName = "automation-dispatcher-reply"
+
 // New returns a dispatcher of lane.
 func New(lane record.Lane, cfg Config, d Deps) (*Dispatcher, error) {
 	if lane != record.LaneCampaign && lane != record.LaneAutomation {
@@ -104,7 +108,7 @@ func Consumers(lane record.Lane, b bus.Config) []Consumer {
 	case record.LaneCampaign:
 		return []Consumer{{ConsumerName(lane), b.CampaignFilter()}, {BatchConsumerName, b.BatchFilter()}}
 	case record.LaneAutomation:
-		return []Consumer{{ConsumerName(lane), b.AutomationFilter()}}
+		return []Consumer{{ConsumerName(lane), b.AutomationFilter()}, {ReplyConsumerName, b.ReplyFilter()}}
 	}
 	return nil
 }
@@ -394,6 +398,9 @@ func (x *Dispatcher) expand(ctx context.Context, subj bus.Subject, subjErr error
 	case x.lane == record.LaneCampaign && subj.Kind == bus.KindMessageBatches:
 		m := &sendsv1.MessageBatch{}
 		b, what, run = m, "message batch", func() (Expansion, error) { return x.exp.Messages(ctx, m) }
+	case x.lane == record.LaneAutomation && subj.Kind == bus.KindReplyBatches:
+		m := &sendsv1.ReplyBatch{}
+		b, what, run = m, "reply", func() (Expansion, error) { return x.exp.Reply(ctx, m) }
 	case x.lane == record.LaneCampaign:
 		m := &sendsv1.CampaignBatch{}
 		b, what, run = m, "campaign batch", func() (Expansion, error) { return x.exp.Campaign(ctx, m) }

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -466,17 +467,29 @@ func recipient(m record.Claimed) (whatsapp.Recipient, whatsapp.Overrides) {
 func (e *engine) send(acct catalog.MessagingAccount, m record.Claimed) record.Outcome {
 	ctx := e.sendCtx
 	o := record.Outcome{ID: m.ID, BatchID: m.BatchID, ClaimedAt: m.ClaimedAt}
-	tpl, err := e.cache.template(ctx, m.TemplateID)
-	if err != nil {
-		return e.failure(o, m, fmt.Errorf("load template %d: %w", m.TemplateID, err))
-	}
 	tok, err := e.cache.token(ctx, acct.ID)
 	if err != nil {
 		return e.failure(o, m, fmt.Errorf("load access token: %w", err))
 	}
-	to, ov := recipient(m)
+	wa := whatsapp.Account{PhoneNumberID: acct.PhoneNumberID, AccessToken: tok}
+	var wamid string
 	start := time.Now()
-	wamid, err := e.sender.SendTemplate(ctx, whatsapp.Account{PhoneNumberID: acct.PhoneNumberID, AccessToken: tok}, tpl.Template, to, ov)
+	if len(m.Content) > 0 {
+		// A reply's session message, as the gateway validated it.
+		var msg whatsapp.Session
+		if err := json.Unmarshal(m.Content, &msg); err != nil {
+			return e.failure(o, m, &whatsapp.RenderError{Part: "session message", Reason: err.Error()})
+		}
+		wamid, err = e.sender.SendSession(ctx, wa, m.Phone, msg)
+	} else {
+		tpl, terr := e.cache.template(ctx, m.TemplateID)
+		if terr != nil {
+			return e.failure(o, m, fmt.Errorf("load template %d: %w", m.TemplateID, terr))
+		}
+		to, ov := recipient(m)
+		start = time.Now()
+		wamid, err = e.sender.SendTemplate(ctx, wa, tpl.Template, to, ov)
+	}
 	e.m.sendSeconds.WithLabelValues(string(e.lane)).Observe(time.Since(start).Seconds())
 	if err != nil {
 		return e.failure(o, m, err)

@@ -468,3 +468,67 @@ func automationEntries(b *sendsv1.AutomationBatch) (map[string]*automationEntry,
 	}
 	return entries, order, -1
 }
+
+// Reply expands a reply (POST /api/messages): one message on the
+// automation lane, recorded with the id the gateway answered, queued now
+// with bypass_rules. The gateway checked the contact's window for a
+// session message; a window that closed since is the provider's to refuse
+// (131047, recorded as the message's failure). A template or account gone
+// since the 202 fails the message saying so.
+func (x *Expander) Reply(ctx context.Context, b *sendsv1.ReplyBatch) (Expansion, error) {
+	if err := checkBatch(b); err != nil {
+		return Expansion{}, err
+	}
+	p, ok := phone.Normalize(b.GetPhone())
+	if !ok || p != b.GetPhone() {
+		return Expansion{}, reject("batch %s: phone %q is not E.164", b.GetBatchId(), b.GetPhone())
+	}
+	if b.GetMessageId() <= 0 || (len(b.GetSession()) == 0) == (b.GetTemplateId() == 0) {
+		return Expansion{}, reject("batch %s: a reply needs a message id and one of a session message and a template", b.GetBatchId())
+	}
+	now := x.now()
+	var failure string
+	acct, err := x.cat.MessagingAccount(ctx, b.GetMessagingAccountId())
+	switch {
+	case errors.Is(err, catalog.ErrNotFound) || err == nil && acct.CompanyID != b.GetCompanyId():
+		failure = fmt.Sprintf("messaging account %d no longer exists", b.GetMessagingAccountId())
+	case err != nil:
+		return Expansion{}, err
+	case !acct.Connected:
+		failure = fmt.Sprintf("messaging account %q is disconnected", acct.Name)
+	}
+	if failure == "" && b.GetTemplateId() != 0 {
+		tpl, err := x.cat.Template(ctx, b.GetTemplateId())
+		switch {
+		case errors.Is(err, catalog.ErrNotFound) || err == nil && tpl.CompanyID != b.GetCompanyId():
+			failure = fmt.Sprintf("template %d no longer exists", b.GetTemplateId())
+		case err != nil:
+			return Expansion{}, err
+		}
+	}
+	row, err := rowOf(b, 1, true, now)
+	if err != nil {
+		return Expansion{}, err
+	}
+	ov := "{}"
+	if len(b.GetVariables()) > 0 {
+		raw, err := json.Marshal(record.Overrides{Variables: b.GetVariables()})
+		if err != nil {
+			return Expansion{}, fmt.Errorf("reply variables: %w", err)
+		}
+		ov = string(raw)
+	}
+	pl := &plan{lane: record.LaneAutomation, row: row, phones: []string{p}, failure: failure, now: now}
+	pl.create = func(ctx context.Context, tx pgx.Tx) (Expansion, record.BatchState, string, error) {
+		n, err := record.InsertReply(ctx, tx, record.NewMessages{BatchID: row.ID, CompanyID: row.CompanyID,
+			AccountID: acct.ID, State: record.StateQueued, NotBefore: now, BypassRules: true, At: now},
+			record.Reply{ID: b.GetMessageId(), Phone: p, AccountID: acct.ID, TemplateID: b.GetTemplateId(),
+				Content: b.GetSession(), Overrides: ov})
+		if err != nil {
+			return Expansion{}, "", "", err
+		}
+		return Expansion{Result: ResultExpanded, AccountID: acct.ID, Messages: n, Due: n > 0},
+			statusAfter(n, record.StateQueued), "", nil
+	}
+	return x.expand(ctx, pl)
+}

@@ -40,11 +40,14 @@ const (
 	BatchCancelled  Type = "batch.cancelled"
 	ContactOptedOut Type = "contact.opted_out"
 	ContactOptedIn  Type = "contact.opted_in"
+	// MessageReceived is a message a contact sent to one of the company's
+	// numbers (Received).
+	MessageReceived Type = "message.received"
 )
 
 // Types lists every event type an endpoint can subscribe to.
 var Types = []Type{MessageSent, MessageDelivered, MessageRead, MessageFailed, MessageSkipped,
-	BatchCompleted, BatchFailed, BatchCancelled, ContactOptedOut, ContactOptedIn}
+	BatchCompleted, BatchFailed, BatchCancelled, ContactOptedOut, ContactOptedIn, MessageReceived}
 
 // Valid reports whether t is one of Types.
 func (t Type) Valid() bool {
@@ -113,6 +116,41 @@ type Contact struct {
 	// caused the change, if any.
 	ProviderMessageID string    `json:"provider_message_id,omitempty"`
 	ChangedAt         time.Time `json:"changed_at"`
+}
+
+// Received is the data of a message.received event: what a contact sent,
+// to which of the company's numbers, and the conversation's window.
+type Received struct {
+	// MessageID is Parley's id of the inbound message (GET /api/messages/{id}).
+	MessageID int64 `json:"message_id"`
+	// Wamid is the Cloud API's id of the message.
+	Wamid       string `json:"wamid"`
+	Phone       string `json:"phone"`
+	ProfileName string `json:"profile_name,omitempty"`
+	// The business number it was sent to.
+	MessagingAccountID   int64  `json:"messaging_account_id"`
+	MessagingAccountName string `json:"messaging_account_name"`
+	Type                 string `json:"type"`
+	// Content is {"type": T, T: {...}}: the text, the button or list reply,
+	// the media (id, mime_type, sha256, caption), the location, the
+	// contacts, the reaction, or the raw type of an unsupported message.
+	Content json.RawMessage `json:"content"`
+	// Context is the business message this one answers, when it quotes one.
+	Context *Context `json:"context,omitempty"`
+	// SentAt is when the contact sent it; ReceivedAt when Parley recorded it.
+	SentAt     time.Time `json:"sent_at"`
+	ReceivedAt time.Time `json:"received_at"`
+	// WindowExpiresAt is the end of the 24-hour customer service window
+	// with this contact on this number, after this message.
+	WindowExpiresAt time.Time `json:"window_expires_at"`
+}
+
+// Context is the message an inbound message answers: its wamid, and
+// Parley's message and batch when Parley sent it.
+type Context struct {
+	Wamid     string `json:"wamid"`
+	MessageID int64  `json:"message_id,omitempty"`
+	BatchID   string `json:"batch_id,omitempty"`
 }
 
 // DB is a transaction, a connection or a pool: what Append reads the
@@ -236,4 +274,16 @@ func Append(ctx context.Context, db DB, evs ...Event) error {
 		return fmt.Errorf("append %d events: %w", len(ids), err)
 	}
 	return nil
+}
+
+// ErasePhone removes, with db (the erasure's transaction), the company's
+// events that name phone and that the relay has not moved to the stream
+// yet; it returns how many. An erased contact's pending events are never
+// delivered.
+func ErasePhone(ctx context.Context, db DB, companyID int64, phone string) (int64, error) {
+	t, err := db.Exec(ctx, `DELETE FROM event_outbox WHERE company_id = $1 AND data->>'phone' = $2`, companyID, phone)
+	if err != nil {
+		return 0, fmt.Errorf("erase the events of a contact: %w", err)
+	}
+	return t.RowsAffected(), nil
 }

@@ -159,6 +159,8 @@ func Pending(companyID int64, msg proto.Message) (Batch, error) {
 		if m.ScheduledAt != nil {
 			scheduled = m.ScheduledAt
 		}
+	case *sendsv1.ReplyBatch:
+		b.ID, b.IsForced, b.ContactCount, b.AcceptedAt = m.BatchId, true, 1, m.AcceptedAt.AsTime()
 	}
 	if scheduled != nil {
 		t := scheduled.AsTime()

@@ -37,7 +37,7 @@ UPDATE messages m SET
 	updated_at = $3
 FROM picked p WHERE m.id = p.id
 RETURNING m.id, m.batch_id::text, m.state::text, m.phone, COALESCE(m.template_id, 0), m.attempts, m.overrides, m.claimed_at,
-	COALESCE(p.first_name, ''), COALESCE(p.last_name, ''), p.variables, m.company_id`
+	COALESCE(p.first_name, ''), COALESCE(p.last_name, ''), p.variables, m.company_id, m.content`
 
 // deferSQL moves an account's due non-forced campaign messages to the next
 // opening of its delivery hours.
@@ -106,6 +106,9 @@ type Claimed struct {
 	FirstName  string
 	LastName   string
 	Variables  map[string]string
+	// Content is a reply's session message (whatsapp.Session as JSON);
+	// nil for a template message.
+	Content []byte
 }
 
 // Claim takes up to n due messages of a lane's account, oldest first, in
@@ -140,7 +143,7 @@ func claimIn(ctx context.Context, tx pgx.Tx, lane Lane, accountID int64, n int, 
 		var ov, vars []byte
 		var company int64
 		if err := r.Scan(&c.ID, &c.BatchID, &state, &c.Phone, &c.TemplateID, &c.Attempts, &ov, &c.ClaimedAt,
-			&c.FirstName, &c.LastName, &vars, &company); err != nil {
+			&c.FirstName, &c.LastName, &vars, &company, &c.Content); err != nil {
 			return c, err
 		}
 		if c.State = State(state); c.State == StateSkippedOptOut {

@@ -371,3 +371,40 @@ func (ov Overrides) With(req Overrides) (string, error) {
 	}
 	return string(raw), nil
 }
+
+// Reply is the one message of a reply (POST /api/messages): a session
+// message (Content, whatsapp.Session as JSON) or a template with its
+// variables (TemplateID, Overrides), to Phone from AccountID, recorded with
+// the id the gateway took for it from the messages' sequence.
+type Reply struct {
+	ID         int64
+	Phone      string
+	AccountID  int64
+	TemplateID int64
+	Content    []byte
+	// Overrides is messages.overrides as JSON ("{}" for none).
+	Overrides string
+}
+
+// InsertReply creates a reply's message, queued at m.At on the automation
+// lane with bypass_rules (a reply is not marketing: opt-out and delivery
+// hours do not hold it back), linked to the company's contact of its phone,
+// and returns how many it created (0 when an earlier delivery did).
+func InsertReply(ctx context.Context, tx pgx.Tx, m NewMessages, r Reply) (int, error) {
+	var tpl *int64
+	if r.TemplateID != 0 {
+		tpl = &r.TemplateID
+	}
+	t, err := tx.Exec(ctx, `
+		INSERT INTO messages (id, batch_id, seq, company_id, contact_id, phone, messaging_account_id, state, not_before,
+			lane, template_id, bypass_rules, overrides, content, created_at, updated_at)
+		OVERRIDING SYSTEM VALUE
+		SELECT $1, $2, 0, $3, c.id, $4, $5, 'queued', $6, 'automation', $7, true, NULLIF($8, '{}')::jsonb, $9::jsonb, $6, $6
+		FROM (SELECT 1) one LEFT JOIN contacts c ON c.company_id = $3 AND c.phone = $4
+		ON CONFLICT (batch_id, seq) DO NOTHING`,
+		r.ID, m.BatchID, m.CompanyID, r.Phone, r.AccountID, m.At, tpl, r.Overrides, r.Content)
+	if err != nil {
+		return 0, fmt.Errorf("expand reply %s: %w", m.BatchID, err)
+	}
+	return int(t.RowsAffected()), nil
+}

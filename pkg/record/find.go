@@ -2,6 +2,7 @@ package record
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -14,9 +15,14 @@ import (
 // Found is one message looked up by its id or its wamid, with its batch.
 type Found struct {
 	Message
-	BatchID string        `json:"batch_id"`
-	Kind    bus.BatchKind `json:"kind"`
-	Lane    Lane          `json:"lane"`
+	// Direction is "outbound": Parley sent it.
+	Direction string        `json:"direction"`
+	BatchID   string        `json:"batch_id"`
+	Kind      bus.BatchKind `json:"kind"`
+	Lane      Lane          `json:"lane"`
+	// Content is a reply's session message (text, media, interactive,
+	// reaction) in the Cloud API's wire format; absent for a template.
+	Content json.RawMessage `json:"content,omitempty"`
 }
 
 // messageSelect reads a message as Messages lists it, with its batch.
@@ -51,14 +57,18 @@ func MessageByWamid(ctx context.Context, db DB, companyID int64, wamid string) (
 }
 
 // foundSelect reads a message with its batch.
-const foundSelect = messageSelect + `, m.batch_id::text, b.kind::text, m.lane::text
+const foundSelect = messageSelect + `, m.batch_id::text, b.kind::text, m.lane::text, m.content
 	FROM messages m JOIN batches b ON b.id = m.batch_id`
 
 func scanFound(row pgx.Row) (Found, error) {
-	var f Found
+	f := Found{Direction: DirectionOutbound}
 	var lane string
-	m, err := scanMessage(row, &f.BatchID, &f.Kind, &lane)
+	var content []byte
+	m, err := scanMessage(row, &f.BatchID, &f.Kind, &lane, &content)
 	f.Message, f.Lane = m, Lane(lane)
+	if len(content) > 0 {
+		f.Content = content
+	}
 	return f, err
 }
 
@@ -87,19 +97,22 @@ type PhoneFilter struct {
 	Cursor string
 }
 
-// PhonePage is a page of the messages Parley sent to one number, newest
-// first, each with its batch.
+// PhonePage is a page of a conversation with one number: the messages
+// Parley sent to it (each with its batch) and the messages it sent to the
+// company's numbers, newest first.
 type PhonePage struct {
 	Phone    string  `json:"phone"`
-	Messages []Found `json:"messages"`
+	Messages []Entry `json:"messages"`
 	// NextCursor continues after the last message; nil on the last page.
 	NextCursor *string `json:"next_cursor"`
 }
 
-// PhoneMessages lists a page of the company's messages to phone (E.164 with
-// its +), newest first, from every batch. ErrNotFound when the company
-// never sent to that number and has no contact of it; an *InvalidError for
-// a filter that cannot be used.
+// PhoneMessages lists a page of the company's conversation with phone
+// (E.164 with its +): the messages sent to it from every batch and the
+// messages it sent, newest first (by id: one sequence numbers both).
+// ErrNotFound when the company never sent to that number, never heard from
+// it and has no contact of it; an *InvalidError for a filter that cannot be
+// used.
 func PhoneMessages(ctx context.Context, db DB, companyID int64, phone string, f PhoneFilter) (PhonePage, error) {
 	limit, err := pageSize(f.Limit, DefaultPhoneLimit, MaxPhoneLimit)
 	if err != nil {
@@ -119,13 +132,34 @@ func PhoneMessages(ctx context.Context, db DB, companyID int64, phone string, f 
 	if err != nil {
 		return PhonePage{}, fmt.Errorf("list messages to %s: %w", phone, err)
 	}
-	msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Found, error) { return scanFound(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Found, error) { return scanFound(r) })
 	if err != nil {
 		return PhonePage{}, fmt.Errorf("list messages to %s: %w", phone, err)
 	}
+	rows, err = db.Query(ctx, fmt.Sprintf(inboundSelect, "")+`
+		WHERE i.company_id = $1 AND i.phone = $2 AND ($3::bigint = 0 OR i.id < $3)
+		ORDER BY i.id DESC
+		LIMIT $4`, companyID, phone, after, limit+1)
+	if err != nil {
+		return PhonePage{}, fmt.Errorf("list messages from %s: %w", phone, err)
+	}
+	in, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Inbound, error) { return scanInbound(r) })
+	if err != nil {
+		return PhonePage{}, fmt.Errorf("list messages from %s: %w", phone, err)
+	}
+	msgs := make([]Entry, 0, len(out)+len(in))
+	for i, j := 0, 0; i < len(out) || j < len(in); {
+		if j == len(in) || i < len(out) && out[i].ID > in[j].ID {
+			msgs = append(msgs, Entry{Out: &out[i]})
+			i++
+			continue
+		}
+		msgs = append(msgs, Entry{In: &in[j]})
+		j++
+	}
 	if len(msgs) == 0 && f.Cursor == "" {
-		// Never sent to: the number must be the company's contact (one who
-		// only wrote in, or only joined a segment).
+		// No message either way: the number must be the company's contact
+		// (one who only joined a segment).
 		var known bool
 		if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM contacts WHERE company_id = $1 AND phone = $2)`,
 			companyID, phone).Scan(&known); err != nil {
@@ -138,11 +172,8 @@ func PhoneMessages(ctx context.Context, db DB, companyID int64, phone string, f 
 	p := PhonePage{Phone: phone, Messages: msgs}
 	if len(msgs) > limit {
 		p.Messages = msgs[:limit]
-		next := encodeCursor("phone:"+phone, strconv.FormatInt(p.Messages[limit-1].ID, 10))
+		next := encodeCursor("phone:"+phone, strconv.FormatInt(p.Messages[limit-1].ID(), 10))
 		p.NextCursor = &next
-	}
-	if p.Messages == nil {
-		p.Messages = []Found{}
 	}
 	return p, nil
 }

@@ -194,9 +194,10 @@ func TestPhoneMessagesNewestFirstAcrossBatches(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, m := range p.Messages {
-				if m.Phone != "+14155550001" || m.BatchID == "" || m.Kind != bus.BatchCampaign {
-					t.Fatalf("listed %+v", m)
+			for _, e := range p.Messages {
+				m := e.Out
+				if m == nil || m.Phone != "+14155550001" || m.BatchID == "" || m.Kind != bus.BatchCampaign || m.Direction != record.DirectionOutbound {
+					t.Fatalf("listed %+v", e)
 				}
 				got = append(got, m.ID)
 			}

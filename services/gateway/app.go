@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"time"
 
@@ -18,10 +17,10 @@ import (
 	"github.com/parleyhq/parley/pkg/bus"
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
-	"github.com/parleyhq/parley/pkg/contacts"
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/ratelimit"
 	"github.com/parleyhq/parley/pkg/record"
+	"github.com/parleyhq/parley/pkg/replies"
 	"github.com/parleyhq/parley/pkg/segments"
 	"github.com/parleyhq/parley/pkg/store"
 	"github.com/parleyhq/parley/pkg/ttlcache"
@@ -119,6 +118,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 		return fail(fmt.Errorf("build the OpenAPI document: %w", err))
 	}
 
+	sender := sends.New(cat, segs, pub, now)
 	gin.SetMode(gin.ReleaseMode)
 	api := httpapi.New(httpapi.Config{
 		MaxBodyBytes:       cfg.MaxBodyBytes,
@@ -126,17 +126,19 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 		AccessLog:          cfg.AccessLog,
 		Webhook:            httpapi.WebhookConfig{AppSecret: cfg.WebhookAppSecret, VerifyToken: cfg.WebhookVerifyToken},
 	}, httpapi.Deps{
-		Auth:        authn,
-		Limiter:     limiter,
-		Sends:       sends.New(cat, segs, pub, now),
-		Idempotency: idem,
-		Batches:     records,
-		Control:     records,
-		Statuses:    records,
-		Segments:    segs,
-		Docs:        docs,
-		Metrics:     probe.Registry(),
-		Log:         log,
+		Auth:          authn,
+		Limiter:       limiter,
+		Sends:         sender,
+		Idempotency:   idem,
+		Batches:       records,
+		Control:       records,
+		Statuses:      records,
+		Segments:      segs,
+		Conversations: records,
+		Replies:       replies.New(replies.NewStore(pool, now), pub, now),
+		Docs:          docs,
+		Metrics:       probe.Registry(),
+		Log:           log,
 	})
 	mux := http.NewServeMux()
 	probe.Register(mux)
@@ -167,12 +169,10 @@ func (d sendRecords) ListBatches(ctx context.Context, companyID int64, f record.
 	return record.ListBatches(ctx, d.pool, companyID, f)
 }
 
-// FindMessage finds a message by its message_id (digits) or its wamid.
-func (d sendRecords) FindMessage(ctx context.Context, companyID int64, key string) (record.Found, error) {
-	if id, err := strconv.ParseInt(key, 10, 64); err == nil && id > 0 {
-		return record.MessageByID(ctx, d.pool, companyID, id)
-	}
-	return record.MessageByWamid(ctx, d.pool, companyID, key)
+// FindMessage finds a message either way by its message_id (digits) or its
+// wamid.
+func (d sendRecords) FindMessage(ctx context.Context, companyID int64, key string) (record.Entry, error) {
+	return record.FindMessage(ctx, d.pool, companyID, key)
 }
 
 func (d sendRecords) PhoneMessages(ctx context.Context, companyID int64, phone string, f record.PhoneFilter) (record.PhonePage, error) {
@@ -193,8 +193,20 @@ func (d sendRecords) ApplyStatuses(ctx context.Context, updates []whatsapp.Statu
 }
 
 func (d sendRecords) ReceiveMessages(ctx context.Context, msgs []whatsapp.InboundMessage) (int, error) {
-	res, err := contacts.ReceiveMessages(ctx, d.pool, msgs, d.now())
+	res, err := record.Receive(ctx, d.pool, msgs, d.now())
 	return res.Ignored, err
+}
+
+func (d sendRecords) Contact(ctx context.Context, companyID int64, phone string) (record.ContactView, error) {
+	return record.Contact(ctx, d.pool, companyID, phone, d.now())
+}
+
+func (d sendRecords) EraseContact(ctx context.Context, companyID int64, phone string) (record.Erasure, error) {
+	return record.EraseContact(ctx, d.pool, companyID, phone, d.now())
+}
+
+func (d sendRecords) Conversations(ctx context.Context, companyID int64, f record.ConversationFilter) (record.ConversationPage, error) {
+	return record.Conversations(ctx, d.pool, companyID, f, d.now())
 }
 
 func (a *app) run(ctx context.Context) error {

@@ -630,9 +630,9 @@ func (x *BatchMessage) GetUrl2() string {
 
 // BatchGroup is many batches of one kind committed in one stream message
 // (the gateway's group commit): published on
-// sends.<campaign|automation|batch>.g.<group_id>, with the group id as its
+// sends.<campaign|automation|batch|reply>.g.<group_id>, with the group id as its
 // Nats-Msg-Id. Each element is one encoded batch of the subject's kind
-// (CampaignBatch, AutomationBatch or MessageBatch), of any company; the
+// (CampaignBatch, AutomationBatch, MessageBatch or ReplyBatch), of any company; the
 // batch id of element i is the group id followed by i (pkg/bus GroupID).
 // A dispatcher expands each batch of the group as it would the batch alone,
 // and acks the group once all of them are recorded.
@@ -678,6 +678,144 @@ func (x *BatchGroup) GetBatches() [][]byte {
 		return x.Batches
 	}
 	return nil
+}
+
+// ReplyBatch is one message to one contact (POST /api/messages), published
+// on sends.reply.<company_id>.<batch_id>, or in a BatchGroup. The automation
+// dispatcher sends it on its lane: no opt-out, no delivery hours (a reply
+// answers the contact inside the 24-hour window, which the gateway checked
+// for a session message; a template may go at any time).
+type ReplyBatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// UUIDv7, as CampaignBatch's.
+	BatchId   string `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	CompanyId int64  `protobuf:"varint,2,opt,name=company_id,json=companyId,proto3" json:"company_id,omitempty"`
+	// The message's id, taken by the gateway from the messages' sequence so
+	// that the 202 can name it; the expansion records the message with it.
+	MessageId int64 `protobuf:"varint,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// Normalised E.164 with '+'.
+	Phone              string `protobuf:"bytes,4,opt,name=phone,proto3" json:"phone,omitempty"`
+	MessagingAccountId int64  `protobuf:"varint,5,opt,name=messaging_account_id,json=messagingAccountId,proto3" json:"messaging_account_id,omitempty"`
+	// A session message: the JSON of whatsapp.Session (the Cloud API's wire
+	// format without messaging_product and to), its context already a wamid.
+	// Empty for a template message.
+	Session []byte `protobuf:"bytes,6,opt,name=session,proto3" json:"session,omitempty"`
+	// A template message: the company's template and its variables.
+	TemplateId     int64                  `protobuf:"varint,7,opt,name=template_id,json=templateId,proto3" json:"template_id,omitempty"`
+	Variables      map[string]string      `protobuf:"bytes,8,rep,name=variables,proto3" json:"variables,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	AcceptedAt     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=accepted_at,json=acceptedAt,proto3" json:"accepted_at,omitempty"`
+	IdempotencyKey string                 `protobuf:"bytes,10,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// "api:messages_send" (also when empty).
+	Source        string `protobuf:"bytes,11,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplyBatch) Reset() {
+	*x = ReplyBatch{}
+	mi := &file_parley_sends_v1_sends_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplyBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplyBatch) ProtoMessage() {}
+
+func (x *ReplyBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_sends_v1_sends_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplyBatch.ProtoReflect.Descriptor instead.
+func (*ReplyBatch) Descriptor() ([]byte, []int) {
+	return file_parley_sends_v1_sends_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ReplyBatch) GetBatchId() string {
+	if x != nil {
+		return x.BatchId
+	}
+	return ""
+}
+
+func (x *ReplyBatch) GetCompanyId() int64 {
+	if x != nil {
+		return x.CompanyId
+	}
+	return 0
+}
+
+func (x *ReplyBatch) GetMessageId() int64 {
+	if x != nil {
+		return x.MessageId
+	}
+	return 0
+}
+
+func (x *ReplyBatch) GetPhone() string {
+	if x != nil {
+		return x.Phone
+	}
+	return ""
+}
+
+func (x *ReplyBatch) GetMessagingAccountId() int64 {
+	if x != nil {
+		return x.MessagingAccountId
+	}
+	return 0
+}
+
+func (x *ReplyBatch) GetSession() []byte {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *ReplyBatch) GetTemplateId() int64 {
+	if x != nil {
+		return x.TemplateId
+	}
+	return 0
+}
+
+func (x *ReplyBatch) GetVariables() map[string]string {
+	if x != nil {
+		return x.Variables
+	}
+	return nil
+}
+
+func (x *ReplyBatch) GetAcceptedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AcceptedAt
+	}
+	return nil
+}
+
+func (x *ReplyBatch) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *ReplyBatch) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
 }
 
 var File_parley_sends_v1_sends_proto protoreflect.FileDescriptor
@@ -766,7 +904,28 @@ const file_parley_sends_v1_sends_proto_rawDesc = "" +
 	"_last_name\"&\n" +
 	"\n" +
 	"BatchGroup\x12\x18\n" +
-	"\abatches\x18\x01 \x03(\fR\abatchesB4Z2github.com/parleyhq/parley/pkg/bus/sendsv1;sendsv1b\x06proto3"
+	"\abatches\x18\x01 \x03(\fR\abatches\"\xee\x03\n" +
+	"\n" +
+	"ReplyBatch\x12\x19\n" +
+	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12\x1d\n" +
+	"\n" +
+	"company_id\x18\x02 \x01(\x03R\tcompanyId\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x03 \x01(\x03R\tmessageId\x12\x14\n" +
+	"\x05phone\x18\x04 \x01(\tR\x05phone\x120\n" +
+	"\x14messaging_account_id\x18\x05 \x01(\x03R\x12messagingAccountId\x12\x18\n" +
+	"\asession\x18\x06 \x01(\fR\asession\x12\x1f\n" +
+	"\vtemplate_id\x18\a \x01(\x03R\n" +
+	"templateId\x12H\n" +
+	"\tvariables\x18\b \x03(\v2*.parley.sends.v1.ReplyBatch.VariablesEntryR\tvariables\x12;\n" +
+	"\vaccepted_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"acceptedAt\x12'\n" +
+	"\x0fidempotency_key\x18\n" +
+	" \x01(\tR\x0eidempotencyKey\x12\x16\n" +
+	"\x06source\x18\v \x01(\tR\x06source\x1a<\n" +
+	"\x0eVariablesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B4Z2github.com/parleyhq/parley/pkg/bus/sendsv1;sendsv1b\x06proto3"
 
 var (
 	file_parley_sends_v1_sends_proto_rawDescOnce sync.Once
@@ -780,7 +939,7 @@ func file_parley_sends_v1_sends_proto_rawDescGZIP() []byte {
 	return file_parley_sends_v1_sends_proto_rawDescData
 }
 
-var file_parley_sends_v1_sends_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_parley_sends_v1_sends_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_parley_sends_v1_sends_proto_goTypes = []any{
 	(*CampaignBatch)(nil),         // 0: parley.sends.v1.CampaignBatch
 	(*AutomationBatch)(nil),       // 1: parley.sends.v1.AutomationBatch
@@ -788,25 +947,29 @@ var file_parley_sends_v1_sends_proto_goTypes = []any{
 	(*MessageBatch)(nil),          // 3: parley.sends.v1.MessageBatch
 	(*BatchMessage)(nil),          // 4: parley.sends.v1.BatchMessage
 	(*BatchGroup)(nil),            // 5: parley.sends.v1.BatchGroup
-	nil,                           // 6: parley.sends.v1.AutomationContact.VariablesEntry
-	nil,                           // 7: parley.sends.v1.BatchMessage.VariablesEntry
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(*ReplyBatch)(nil),            // 6: parley.sends.v1.ReplyBatch
+	nil,                           // 7: parley.sends.v1.AutomationContact.VariablesEntry
+	nil,                           // 8: parley.sends.v1.BatchMessage.VariablesEntry
+	nil,                           // 9: parley.sends.v1.ReplyBatch.VariablesEntry
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
 }
 var file_parley_sends_v1_sends_proto_depIdxs = []int32{
-	8, // 0: parley.sends.v1.CampaignBatch.scheduled_at:type_name -> google.protobuf.Timestamp
-	8, // 1: parley.sends.v1.CampaignBatch.accepted_at:type_name -> google.protobuf.Timestamp
-	2, // 2: parley.sends.v1.AutomationBatch.contacts:type_name -> parley.sends.v1.AutomationContact
-	8, // 3: parley.sends.v1.AutomationBatch.accepted_at:type_name -> google.protobuf.Timestamp
-	6, // 4: parley.sends.v1.AutomationContact.variables:type_name -> parley.sends.v1.AutomationContact.VariablesEntry
-	4, // 5: parley.sends.v1.MessageBatch.messages:type_name -> parley.sends.v1.BatchMessage
-	8, // 6: parley.sends.v1.MessageBatch.scheduled_at:type_name -> google.protobuf.Timestamp
-	8, // 7: parley.sends.v1.MessageBatch.accepted_at:type_name -> google.protobuf.Timestamp
-	7, // 8: parley.sends.v1.BatchMessage.variables:type_name -> parley.sends.v1.BatchMessage.VariablesEntry
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	10, // 0: parley.sends.v1.CampaignBatch.scheduled_at:type_name -> google.protobuf.Timestamp
+	10, // 1: parley.sends.v1.CampaignBatch.accepted_at:type_name -> google.protobuf.Timestamp
+	2,  // 2: parley.sends.v1.AutomationBatch.contacts:type_name -> parley.sends.v1.AutomationContact
+	10, // 3: parley.sends.v1.AutomationBatch.accepted_at:type_name -> google.protobuf.Timestamp
+	7,  // 4: parley.sends.v1.AutomationContact.variables:type_name -> parley.sends.v1.AutomationContact.VariablesEntry
+	4,  // 5: parley.sends.v1.MessageBatch.messages:type_name -> parley.sends.v1.BatchMessage
+	10, // 6: parley.sends.v1.MessageBatch.scheduled_at:type_name -> google.protobuf.Timestamp
+	10, // 7: parley.sends.v1.MessageBatch.accepted_at:type_name -> google.protobuf.Timestamp
+	8,  // 8: parley.sends.v1.BatchMessage.variables:type_name -> parley.sends.v1.BatchMessage.VariablesEntry
+	9,  // 9: parley.sends.v1.ReplyBatch.variables:type_name -> parley.sends.v1.ReplyBatch.VariablesEntry
+	10, // 10: parley.sends.v1.ReplyBatch.accepted_at:type_name -> google.protobuf.Timestamp
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_parley_sends_v1_sends_proto_init() }
@@ -822,7 +985,7 @@ func file_parley_sends_v1_sends_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_parley_sends_v1_sends_proto_rawDesc), len(file_parley_sends_v1_sends_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -20,9 +20,9 @@ type BatchReader interface {
 	Batch(ctx context.Context, companyID int64, batchID string) (record.Batch, error)
 	// ListBatches is record.ListBatches.
 	ListBatches(ctx context.Context, companyID int64, f record.BatchFilter) (record.BatchPage, error)
-	// FindMessage is record.MessageByID for a key of digits, else
-	// record.MessageByWamid.
-	FindMessage(ctx context.Context, companyID int64, key string) (record.Found, error)
+	// FindMessage is record.FindMessage: a message either way, by Parley's
+	// id or its wamid.
+	FindMessage(ctx context.Context, companyID int64, key string) (record.Entry, error)
 	// PhoneMessages is record.PhoneMessages.
 	PhoneMessages(ctx context.Context, companyID int64, phone string, f record.PhoneFilter) (record.PhonePage, error)
 }

@@ -193,7 +193,9 @@ func (h *handlers) message(c *gin.Context) {
 		abortUnavailable(c)
 		return
 	}
-	c.Set(ctxBatchID, m.BatchID)
+	if m.Out != nil {
+		c.Set(ctxBatchID, m.Out.BatchID)
+	}
 	writeValue(c, http.StatusOK, m)
 }
 

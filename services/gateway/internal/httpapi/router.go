@@ -39,6 +39,9 @@ type Deps struct {
 	Control  BatchControl
 	Statuses StatusSink
 	Segments Segments
+	// Conversations reads and erases contacts; Replies accepts replies.
+	Conversations Conversations
+	Replies       Replier
 	// Docs is the OpenAPI document and its page (apidoc.Build(DocLimits())).
 	Docs    *apidoc.Document
 	Metrics prometheus.Registerer
@@ -46,21 +49,24 @@ type Deps struct {
 }
 
 type handlers struct {
-	cfg      Config
-	webhook  WebhookConfig
-	sends    Sender
-	idem     Idempotency
-	batches  BatchReader
-	control  BatchControl
-	statuses StatusSink
-	segments Segments
-	log      *zap.Logger
+	cfg           Config
+	webhook       WebhookConfig
+	sends         Sender
+	idem          Idempotency
+	batches       BatchReader
+	control       BatchControl
+	statuses      StatusSink
+	segments      Segments
+	conversations Conversations
+	replier       Replier
+	log           *zap.Logger
 }
 
 // New returns the gateway's handler for everything but the probes.
 func New(cfg Config, d Deps) http.Handler {
 	h := &handlers{cfg: cfg, webhook: cfg.Webhook, sends: d.Sends, idem: d.Idempotency,
-		batches: d.Batches, control: d.Control, statuses: d.Statuses, segments: d.Segments, log: d.Log}
+		batches: d.Batches, control: d.Control, statuses: d.Statuses, segments: d.Segments,
+		conversations: d.Conversations, replier: d.Replies, log: d.Log}
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
@@ -87,6 +93,10 @@ func New(cfg Config, d Deps) http.Handler {
 	api(RouteBatchList, h.listBatches)
 	api(RouteMessage, h.message)
 	api(RouteContactMessages, h.contactMessages)
+	api(RouteContact, h.contact)
+	api(RouteContactErase, h.eraseContact)
+	api(RouteConversations, h.conversationList)
+	api(RouteMessageSend, h.sendMessage)
 	api(RouteSegmentList, h.listSegments)
 	api(RouteSegmentRead, h.getSegment)
 	api(RouteSegmentRename, h.renameSegment)

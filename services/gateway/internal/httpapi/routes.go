@@ -41,6 +41,17 @@ var (
 	RouteMessage   = Route{"message", http.MethodGet, "/api/messages/:message_id", ratelimit.PerSecond(20)}
 	// A number's messages read a page, like a batch's: 20.
 	RouteContactMessages = Route{"contact_messages", http.MethodGet, "/api/contacts/:phone/messages", ratelimit.PerSecond(20)}
+	// Conversations. A contact and the list read like a batch's status. An
+	// erasure rewrites every message of the number and reads the company's
+	// webhook deliveries: one per second is plenty for what GDPR requests
+	// ask. A reply is one message, answered inside a conversation: 100 per
+	// second per company (a contact center's agents all answering), above
+	// what one number may send (80 per second by default) and below what a
+	// number raised to 1,000 can.
+	RouteContact       = Route{"contact", http.MethodGet, "/api/contacts/:phone", ratelimit.PerSecond(20)}
+	RouteContactErase  = Route{"contact_erase", http.MethodDelete, "/api/contacts/:phone", ratelimit.PerSecond(1)}
+	RouteConversations = Route{"conversations", http.MethodGet, "/api/conversations", ratelimit.PerSecond(20)}
+	RouteMessageSend   = Route{"messages_send", http.MethodPost, "/api/messages", ratelimit.PerSecond(100)}
 	// Segments: reads as the batch status (a page is at most 100 small
 	// rows); a rename or delete changes one row, as a cancel. A removal
 	// takes up to 1000 members out at a time: one per second, a burst of
@@ -55,6 +66,7 @@ var (
 // Routes is the route table: every limited endpoint of the public API.
 var Routes = []Route{RouteCampaignSend, RouteAutomationSend, RouteSegmentCreate, RouteSegmentContacts,
 	RouteBatchSend, RouteConnectorSend, RouteBatchStatus, RouteBatchCancel, RouteBatchMessages, RouteBatchList, RouteMessage, RouteContactMessages,
+	RouteContact, RouteContactErase, RouteConversations, RouteMessageSend,
 	RouteSegmentList, RouteSegmentRead, RouteSegmentRename, RouteSegmentDelete, RouteSegmentContactsRemove}
 
 // DocLimits is the route table as the OpenAPI document states it.

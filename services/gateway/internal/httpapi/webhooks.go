@@ -13,7 +13,8 @@ import (
 )
 
 // StatusSink records the provider's status callbacks (record.ApplyStatuses) and the
-// messages users send (opt-out and opt-in keywords, contacts.ReceiveMessages).
+// messages users send (record.Receive: the conversation, opt-out and opt-in
+// keywords, message.received events).
 type StatusSink interface {
 	ApplyStatuses(ctx context.Context, updates []whatsapp.StatusUpdate) error
 	// ReceiveMessages records inbound messages: their senders become

@@ -378,3 +378,30 @@ var connectorSendModel = NewModel(
 func DecodeConnectorSend(body []byte) (ConnectorSend, error) {
 	return Decode(connectorSendModel, body)
 }
+
+// Reply is the envelope of POST /api/messages: who it goes to, from which
+// number, and its type. The type's own object (text, image, interactive,
+// template...) is validated against the Cloud API's limits by the caller
+// (whatsapp.Session.Validate), after this model holds.
+type Reply struct {
+	To string
+	// AccountID is nil when absent or null (UnknownID beyond int64).
+	AccountID *int64
+	Type      string
+}
+
+var replyModel = NewModel(
+	Required("to", phoneString, func(r *Reply, v string) { r.To = v }),
+	Optional("messaging_account_id", OrNull(Int()), func(r *Reply, v Null[Integer]) {
+		if v.Valid {
+			id := v.V.id()
+			r.AccountID = &id
+		}
+	}),
+	Required("type", String(StringRules{MinLength: 1, MaxLength: 32}), func(r *Reply, v string) { r.Type = v }),
+)
+
+// DecodeReply validates the envelope of a JSON reply body.
+func DecodeReply(body []byte) (Reply, error) {
+	return Decode(replyModel, body)
+}
