@@ -1,0 +1,218 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
+	"github.com/parleyhq/parley/testkit/storetest"
+)
+
+// waitMessage reads GET /api/messages/{id} until its state is one of
+// states.
+func (s *stack) waitMessage(key string, id any, within time.Duration, states ...string) map[string]any {
+	s.t.Helper()
+	deadline := time.Now().Add(within)
+	var last map[string]any
+	for {
+		r := s.do(http.MethodGet, fmt.Sprintf("/api/messages/%v", id), key, nil)
+		if r.status == 200 {
+			last = r.json(s.t)
+			for _, st := range states {
+				if last["state"] == st {
+					return last
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("message %v: last seen %v (status %d), want %v", id, last, r.status, states)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestConversationEndToEnd: a contact writes in through the provider's
+// webhook; the company sees the conversation, answers inside the window
+// quoting the question, the answer reaches the provider and is tracked
+// like any message; the thread shows both directions.
+func TestConversationEndToEnd(t *testing.T) {
+	s := newStack(t)
+	tn := s.serve("conv")
+	storetest.Subscribe(t, s.pool, tn.company.ID) // message.received events
+	phone := "+14155550100"
+	q := s.reply(tn, whatsappsim.Reply{From: phone, Name: "Ana", Text: "Is my order shipped?"})
+	if n := s.outbox(tn.company.ID, "message.received"); n != 1 {
+		t.Fatalf("%d message.received events, want 1", n)
+	}
+
+	r := s.do(http.MethodGet, "/api/contacts/"+phone, tn.key, nil)
+	if r.status != 200 {
+		t.Fatalf("GET contact: %d %s", r.status, r.body)
+	}
+	c := r.json(t)
+	windows, _ := c["windows"].([]any)
+	if c["profile_name"] != "Ana" || len(windows) != 1 || windows[0].(map[string]any)["open"] != true {
+		t.Fatalf("contact %s", r.body)
+	}
+	r = s.do(http.MethodGet, "/api/conversations", tn.key, nil)
+	if r.status != 200 || !strings.Contains(string(r.body), "Is my order shipped?") {
+		t.Fatalf("GET /api/conversations: %d %s", r.status, r.body)
+	}
+
+	r = s.post("/api/messages", tn.key, fmt.Sprintf(`{"to":%q,"type":"text","text":{"body":"Yes, it left today"},"context":{"message_id":%q}}`, phone, q.ID))
+	if r.status != 202 {
+		t.Fatalf("reply: %d %s", r.status, r.body)
+	}
+	ans := r.json(t)
+	id := int64(ans["message_id"].(float64))
+	if ans["status"] != "accepted" || id <= 0 || r.header.Get("Location") != fmt.Sprintf("/api/messages/%d", id) {
+		t.Fatalf("202 %s, Location %q", r.body, r.header.Get("Location"))
+	}
+	m := s.waitMessage(tn.key, id, 10*time.Second, "delivered", "read")
+	if m["kind"] != "reply" || m["direction"] != "outbound" {
+		t.Fatalf("the reply: %v", m)
+	}
+	if got := s.sim.SendCount(strings.TrimPrefix(phone, "+")); got != 1 {
+		t.Fatalf("provider-sim received %d messages for %s, want 1", got, phone)
+	}
+
+	r = s.do(http.MethodGet, "/api/contacts/"+phone+"/messages", tn.key, nil)
+	var page struct {
+		Messages []struct {
+			Direction string          `json:"direction"`
+			ID        int64           `json:"message_id"`
+			Type      string          `json:"type"`
+			Content   json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(r.body, &page); err != nil || r.status != 200 {
+		t.Fatalf("thread: %d %s", r.status, r.body)
+	}
+	if len(page.Messages) != 2 || page.Messages[0].Direction != "outbound" || page.Messages[0].ID != id ||
+		page.Messages[1].Direction != "inbound" || page.Messages[1].Type != "text" {
+		t.Fatalf("thread, newest first: %s", r.body)
+	}
+	// The inbound message by its wamid, as a support ticket quotes it.
+	if r = s.do(http.MethodGet, "/api/messages/"+q.ID, tn.key, nil); r.status != 200 || r.json(t)["direction"] != "inbound" {
+		t.Fatalf("inbound by wamid: %d %s", r.status, r.body)
+	}
+	// Another company sees none of it.
+	other := s.serve("conv-other")
+	for _, path := range []string{"/api/contacts/" + phone, "/api/contacts/" + phone + "/messages", fmt.Sprintf("/api/messages/%d", id)} {
+		if r := s.do(http.MethodGet, path, other.key, nil); r.status != 404 {
+			t.Errorf("another company's GET %s: %d %s", path, r.status, r.body)
+		}
+	}
+}
+
+// TestReplyOutsideTheWindow: free-form to a contact whose window closed,
+// or who never wrote, is a 422 saying when it ended and that a template is
+// needed; a template goes at any time.
+func TestReplyOutsideTheWindow(t *testing.T) {
+	s := newStack(t)
+	tn := s.serve("window")
+	old := "+14155550200"
+	s.reply(tn, whatsappsim.Reply{From: old, Text: "hello", Timestamp: time.Now().Add(-25 * time.Hour).Unix()})
+	before := s.streamCount()
+	r := s.post("/api/messages", tn.key, fmt.Sprintf(`{"to":%q,"type":"text","text":{"body":"late answer"}}`, old))
+	detail, _ := r.json(t)["detail"].(string)
+	if r.status != 422 || !strings.Contains(detail, "ended at") || !strings.Contains(detail, "template") {
+		t.Fatalf("outside the window: %d %s", r.status, r.body)
+	}
+	r = s.post("/api/messages", tn.key, `{"to":"+14155550201","type":"text","text":{"body":"hi"}}`)
+	if detail, _ := r.json(t)["detail"].(string); r.status != 422 || !strings.Contains(detail, "never written") {
+		t.Fatalf("never wrote: %d %s", r.status, r.body)
+	}
+	if s.streamCount() != before {
+		t.Fatal("a refused reply reached the stream")
+	}
+	r = s.post("/api/messages", tn.key, fmt.Sprintf(`{"to":%q,"type":"template","template":{"name":"hello","variables":{"order_id":"A-7"}}}`, old))
+	if r.status != 202 {
+		t.Fatalf("template outside the window: %d %s", r.status, r.body)
+	}
+	s.waitMessage(tn.key, int64(r.json(t)["message_id"].(float64)), 10*time.Second, "sent", "delivered", "read")
+	// A template to a number that never wrote needs the number to send from.
+	r = s.post("/api/messages", tn.key, `{"to":"+14155550202","type":"template","template":{"name":"hello"}}`)
+	if r.status != 422 || !strings.Contains(string(r.body), "messaging_account_id") {
+		t.Fatalf("template without a number: %d %s", r.status, r.body)
+	}
+	r = s.post("/api/messages", tn.key, fmt.Sprintf(`{"to":"+14155550202","type":"template","template":{"name":"hello"},"messaging_account_id":%d}`, tn.account.ID))
+	if r.status != 202 {
+		t.Fatalf("template from a named number: %d %s", r.status, r.body)
+	}
+	r = s.post("/api/messages", tn.key, fmt.Sprintf(`{"to":%q,"type":"template","template":{"name":"nope"}}`, old))
+	if r.status != 404 {
+		t.Fatalf("unknown template: %d %s", r.status, r.body)
+	}
+}
+
+// TestReplyValidation: the Cloud API's own limits, in the spec's 422 shape,
+// with nothing accepted.
+func TestReplyValidation(t *testing.T) {
+	s := newStack(t)
+	tn := s.serve("replyval")
+	phone := "+14155550300"
+	s.reply(tn, whatsappsim.Reply{From: phone, Text: "hi"})
+	before := s.streamCount()
+	long := strings.Repeat("a", 4097)
+	for _, c := range []struct {
+		body string
+		loc  string
+	}{
+		{`{"type":"text","text":{"body":"x"}}`, `["body","to"]`},
+		{fmt.Sprintf(`{"to":%q,"type":"fax"}`, phone), `["body","type"]`},
+		{fmt.Sprintf(`{"to":%q,"type":"text","text":{"body":%q}}`, phone, long), `["body","text","body"]`},
+		{fmt.Sprintf(`{"to":%q,"type":"text","text":{"body":5}}`, phone), `["body","text","body"]`},
+		{fmt.Sprintf(`{"to":%q,"type":"image","image":{"link":"http://x.example/a.png"}}`, phone), `["body","image","link"]`},
+		{fmt.Sprintf(`{"to":%q,"type":"interactive","interactive":{"type":"button","body":{"text":"Pick"},"action":{"buttons":[
+			{"type":"reply","reply":{"id":"a","title":"A"}},{"type":"reply","reply":{"id":"b","title":"B"}},
+			{"type":"reply","reply":{"id":"c","title":"C"}},{"type":"reply","reply":{"id":"d","title":"D"}}]}}}`, phone), `["body","interactive","action","buttons"]`},
+		{fmt.Sprintf(`{"to":%q,"type":"text","text":{"body":"x"},"context":{"message_id":"wamid.unknown"}}`, phone), `["body","context","message_id"]`},
+		{fmt.Sprintf(`{"to":%q,"type":"text","text":{"body":"x"},"messaging_account_id":999999}`, phone), ``},
+	} {
+		r := s.post("/api/messages", tn.key, c.body)
+		if c.loc == "" {
+			if r.status != 404 {
+				t.Errorf("%.80s: %d %s, want 404", c.body, r.status, r.body)
+			}
+			continue
+		}
+		if r.status != 422 || !strings.Contains(string(r.body), `"loc":`+c.loc) || !strings.Contains(string(r.body), `"msg":`) {
+			t.Errorf("%.80s: %d %s, want 422 at %s", c.body, r.status, r.body, c.loc)
+		}
+	}
+	if s.streamCount() != before {
+		t.Fatal("an invalid reply reached the stream")
+	}
+}
+
+// TestEraseContactEndToEnd: DELETE /api/contacts/{phone} erases the
+// contact and its conversation; the batch keeps its counts.
+func TestEraseContactEndToEnd(t *testing.T) {
+	s := newStack(t)
+	tn := s.serve("erase")
+	phone := "+14155550400"
+	s.reply(tn, whatsappsim.Reply{From: phone, Name: "Ana", Text: "please forget me"})
+	r := s.do(http.MethodDelete, "/api/contacts/"+phone, tn.key, nil)
+	if r.status != 200 {
+		t.Fatalf("DELETE: %d %s", r.status, r.body)
+	}
+	if e := r.json(t); e["contact"] != true || e["inbound_messages"].(float64) != 1 {
+		t.Fatalf("erasure %s", r.body)
+	}
+	for _, path := range []string{"/api/contacts/" + phone, "/api/contacts/" + phone + "/messages"} {
+		if r := s.do(http.MethodGet, path, tn.key, nil); r.status != 404 {
+			t.Errorf("GET %s after the erasure: %d %s", path, r.status, r.body)
+		}
+	}
+	if r := s.do(http.MethodDelete, "/api/contacts/"+phone, tn.key, nil); r.status != 200 || r.json(t)["contact"] != false {
+		t.Fatalf("a second DELETE: %d %s", r.status, r.body)
+	}
+	if r := s.do(http.MethodDelete, "/api/contacts/not-a-number", tn.key, nil); r.status != 422 {
+		t.Fatalf("DELETE of a bad number: %d %s", r.status, r.body)
+	}
+}
