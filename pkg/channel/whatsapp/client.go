@@ -45,8 +45,8 @@ type Config struct {
 	HTTPClient *http.Client
 }
 
-// Client sends template messages through the Cloud API. It is safe for
-// concurrent use; make one per process and share it.
+// Client sends template and session messages through the Cloud API. It is
+// safe for concurrent use; make one per process and share it.
 type Client struct {
 	base    string
 	version string
@@ -147,6 +147,28 @@ func (c *Client) SendTemplate(ctx context.Context, acct Account, tpl Template, t
 		return "", &Error{Class: RetryLater, RetryAfter: AccountFloor, Message: "account has no phone number id or access token"}
 	}
 	body, err := json.Marshal(msg)
+	if err != nil {
+		return "", fmt.Errorf("whatsapp: encode message: %w", err)
+	}
+	return c.post(ctx, acct, body)
+}
+
+// SendSession checks and posts a session message (free-form: text, media,
+// interactive, reaction) to to, a number in E.164; it returns the wamid.
+// A bad number or a message that breaks the Cloud API's limits is a
+// *RenderError (CodeInvalidRecipient, CodeInvalidSession) and nothing is
+// sent; every other failure is an *Error with its Class, as for
+// SendTemplate. Outside the customer service window Meta accepts the send
+// and fails it later with 131047 in a status webhook.
+func (c *Client) SendSession(ctx context.Context, acct Account, to string, msg Session) (string, error) {
+	m, err := BuildSessionMessage(to, msg)
+	if err != nil {
+		return "", err
+	}
+	if acct.PhoneNumberID == "" || acct.AccessToken == "" {
+		return "", &Error{Class: RetryLater, RetryAfter: AccountFloor, Message: "account has no phone number id or access token"}
+	}
+	body, err := json.Marshal(m)
 	if err != nil {
 		return "", fmt.Errorf("whatsapp: encode message: %w", err)
 	}

@@ -114,6 +114,7 @@ var renderTitles = map[int]string{
 	CodeMediaMissing:        "Header media missing",
 	CodeButtonSuffixMissing: "URL button suffix missing",
 	CodeInvalidRecipient:    "Invalid recipient number",
+	CodeInvalidSession:      "Session message invalid",
 }
 
 // ErrorCode is the error's code (CodeCannotRender when unset).

@@ -1,6 +1,6 @@
-// Package whatsapp is the client of the WhatsApp Cloud API's template send
-// (POST /{version}/{phone_number_id}/messages) and the types its status
-// webhooks carry. The dispatchers depend on the Sender interface; provider-sim
+// Package whatsapp is the client of the WhatsApp Cloud API's message send
+// (POST /{version}/{phone_number_id}/messages: template and session
+// messages) and the types its webhooks carry (statuses, inbound messages). The dispatchers depend on the Sender interface; provider-sim
 // speaks the same wire format on loopback.
 package whatsapp
 
@@ -82,11 +82,13 @@ type Overrides struct {
 	URL2 string
 }
 
-// Sender sends one template message and returns the provider's message id
-// (the wamid). Errors are *Error when the provider answered, so that callers
-// can Classify them.
+// Sender sends one message and returns the provider's message id (the
+// wamid): a template message, or a session message (free-form, inside the
+// customer service window) to a number in E.164. Errors are *Error when the
+// provider answered, so that callers can Classify them.
 type Sender interface {
 	SendTemplate(ctx context.Context, acct Account, tpl Template, to Recipient, ov Overrides) (string, error)
+	SendSession(ctx context.Context, acct Account, to string, msg Session) (string, error)
 }
 
 // Class is what the caller should do about a failed send.
