@@ -190,9 +190,10 @@ type WebhookProfile struct {
 	Name string `json:"name"`
 }
 
-// WebhookMessage is one inbound message. Parley reads text messages and
-// quick-reply buttons (type button, or interactive with a button_reply);
-// other types (image, location, ...) are only noted.
+// WebhookMessage is one inbound message, in the Cloud API's wire shape:
+// Type names the object that carries it (text, button, interactive, image,
+// video, audio, document, sticker, location, contacts, reaction; order,
+// system, unsupported and others are kept as unsupported when parsed).
 type WebhookMessage struct {
 	From        string              `json:"from"`
 	ID          string              `json:"id"`
@@ -202,6 +203,18 @@ type WebhookMessage struct {
 	Button      *WebhookButton      `json:"button,omitempty"`
 	Interactive *WebhookInteractive `json:"interactive,omitempty"`
 	Context     *WebhookContext     `json:"context,omitempty"`
+	Image       *WebhookMedia       `json:"image,omitempty"`
+	Video       *WebhookMedia       `json:"video,omitempty"`
+	Audio       *WebhookMedia       `json:"audio,omitempty"`
+	Document    *WebhookMedia       `json:"document,omitempty"`
+	Sticker     *WebhookMedia       `json:"sticker,omitempty"`
+	Location    *WebhookLocation    `json:"location,omitempty"`
+	// Contacts are the contact cards the user shared (an array of
+	// name, phones, emails, ... objects), kept as sent.
+	Contacts json.RawMessage  `json:"contacts,omitempty"`
+	Reaction *WebhookReaction `json:"reaction,omitempty"`
+	// Errors come with type unsupported (131051 "Message type unknown").
+	Errors []WebhookError `json:"errors,omitempty"`
 }
 
 // WebhookText is the body of a text message.
@@ -215,23 +228,57 @@ type WebhookButton struct {
 	Text    string `json:"text"`
 }
 
-// WebhookInteractive is the answer to an interactive message.
+// WebhookInteractive is the answer to an interactive message: Type is
+// button_reply or list_reply (nfm_reply, a Flow's answer, is kept as
+// unsupported).
 type WebhookInteractive struct {
 	Type        string              `json:"type"`
 	ButtonReply *WebhookButtonReply `json:"button_reply,omitempty"`
 	ListReply   *WebhookButtonReply `json:"list_reply,omitempty"`
 }
 
-// WebhookButtonReply is the chosen reply button (or list row).
+// WebhookButtonReply is the chosen reply button, or list row (which also
+// has a Description).
 type WebhookButtonReply struct {
-	ID    string `json:"id"`
-	Title string `json:"title"`
+	ID          string `json:"id"`
+	Title       string `json:"title"`
+	Description string `json:"description,omitempty"`
 }
 
 // WebhookContext names the business message a reply answers.
 type WebhookContext struct {
 	From string `json:"from"`
 	ID   string `json:"id"`
+}
+
+// WebhookMedia is received media: its id (to download it through the
+// Graph API), MIME type and SHA-256; Caption for image, video and
+// document, Filename for document, Animated for stickers, Voice for audio
+// recorded as a voice note.
+type WebhookMedia struct {
+	ID       string `json:"id"`
+	MimeType string `json:"mime_type"`
+	SHA256   string `json:"sha256"`
+	Caption  string `json:"caption,omitempty"`
+	Filename string `json:"filename,omitempty"`
+	Animated bool   `json:"animated,omitempty"`
+	Voice    bool   `json:"voice,omitempty"`
+}
+
+// WebhookLocation is a location the user shared.
+type WebhookLocation struct {
+	Latitude  float64 `json:"latitude"`
+	Longitude float64 `json:"longitude"`
+	Name      string  `json:"name,omitempty"`
+	Address   string  `json:"address,omitempty"`
+	URL       string  `json:"url,omitempty"`
+}
+
+// WebhookReaction is a reaction to a business message; an empty (or
+// absent) Emoji removes the user's reaction.
+type WebhookReaction struct {
+	MessageID string `json:"message_id"`
+	Emoji     string `json:"emoji,omitempty"`
 }
 
 // WebhookMetadata names the business phone number.
@@ -327,16 +374,25 @@ type InboundMessage struct {
 	From string
 	// Timestamp is when the user sent it (zero if unreadable).
 	Timestamp time.Time
-	Type      string
+	// Type is Content.Type: text, button, interactive, image, video, audio,
+	// document, sticker, location, contacts, reaction or unsupported.
+	Type string
 	// Text is a text message's body.
 	Text string
 	// ButtonPayload is a quick-reply button's payload (type button) or the
-	// id of an interactive reply button.
+	// id of an interactive reply button or list row.
 	ButtonPayload string
-	// ButtonText is the button's label.
+	// ButtonText is the button's (or the row's) label.
 	ButtonText string
 	// ProfileName is the sender's WhatsApp profile name, if given.
 	ProfileName string
+	// ContextID is the business message this one answers (its wamid), if
+	// any.
+	ContextID string
+	// Content is the message as Parley stores and forwards it: {"type": T,
+	// T: {...}} with only the documented fields of that type (see
+	// InboundContent). Never empty for a parsed message.
+	Content InboundContent
 }
 
 // Webhook is what one delivery of the messages webhook carries.
@@ -344,8 +400,9 @@ type Webhook struct {
 	Statuses []StatusUpdate
 	Messages []InboundMessage
 	// Malformed counts inbound messages (or messages arrays) that could not
-	// be read: no id, no valid sender, wrong shapes. They are skipped; the
-	// rest of the delivery is processed.
+	// be read: no id, no valid sender, no type, wrong shapes, a type Parley
+	// reads without its object. They are skipped; the rest of the delivery
+	// is processed.
 	Malformed int
 }
 
@@ -432,17 +489,25 @@ func inbound(v rawValue, out []InboundMessage, malformed int) ([]InboundMessage,
 			malformed++
 			continue
 		}
-		in := InboundMessage{PhoneNumberID: v.Metadata.PhoneNumberID, ID: m.ID, From: from, Type: m.Type}
+		content, ok := readContent(&m)
+		if !ok {
+			malformed++
+			continue
+		}
+		in := InboundMessage{PhoneNumberID: v.Metadata.PhoneNumberID, ID: m.ID, From: from, Type: content.Type, Content: content}
 		if sec, err := strconv.ParseInt(m.Timestamp, 10, 64); err == nil && sec > 0 {
 			in.Timestamp = time.Unix(sec, 0).UTC()
 		}
+		if m.Context != nil {
+			in.ContextID = m.Context.ID
+		}
 		switch {
-		case m.Text != nil:
-			in.Text = m.Text.Body
-		case m.Button != nil:
-			in.ButtonPayload, in.ButtonText = m.Button.Payload, m.Button.Text
-		case m.Interactive != nil && m.Interactive.ButtonReply != nil:
-			in.ButtonPayload, in.ButtonText = m.Interactive.ButtonReply.ID, m.Interactive.ButtonReply.Title
+		case content.Text != nil:
+			in.Text = content.Text.Body
+		case content.Button != nil:
+			in.ButtonPayload, in.ButtonText = content.Button.Payload, content.Button.Text
+		case content.Interactive != nil:
+			in.ButtonPayload, in.ButtonText = content.Interactive.ID, content.Interactive.Title
 		}
 		for _, c := range contacts {
 			if c.WaID == from[1:] {
