@@ -67,6 +67,7 @@ func TestServiceServesSendsProbesAndShutsDown(t *testing.T) {
 		"/_sim/stats":    `"accepted":2`,
 		"/_sim/faults":   `"+1999*"`,
 		"/_sim/accounts": `"throughput_per_second":1`,
+		"/_sim/rules":    `{"service_window":"24h0m0s","enforce_service_window":true,"service_window_error":"status"}`,
 	} {
 		resp, err := http.Get(base + path)
 		if err != nil {
@@ -83,6 +84,21 @@ func TestServiceServesSendsProbesAndShutsDown(t *testing.T) {
 	}
 	if !strings.Contains(metrics(t, base), `parley_provider_sim_errors_total{code="130429"} 1`) {
 		t.Error("the 130429 answer is not counted by code")
+	}
+	// A session message to a user who never wrote is accepted, then
+	// fails by status with 131047 (the customer service window).
+	text := whatsapp.Session{Type: "text", Text: &whatsapp.SessionText{Body: "hi"}}
+	if _, err := cl.SendSession(context.Background(), whatsapp.Account{PhoneNumberID: "5550001", AccessToken: "tok-a"}, "+14155550124", text); err != nil {
+		t.Fatalf("session send: %v", err)
+	}
+	if resp, err := http.Get(base + "/_sim/stats"); err != nil {
+		t.Fatal(err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), `"window_closed":1`) {
+			t.Errorf("stats after a session send outside the window: %s", b)
+		}
 	}
 
 	// A request hanging in a simulated timeout must not hold shutdown.

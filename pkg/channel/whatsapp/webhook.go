@@ -310,6 +310,8 @@ type WebhookPricing struct {
 	Billable     bool   `json:"billable"`
 	PricingModel string `json:"pricing_model"`
 	Category     string `json:"category"`
+	// Type is regular, free_customer_service or free_entry_point.
+	Type string `json:"type,omitempty"`
 }
 
 // WebhookError is one error of a failed status.

@@ -20,7 +20,10 @@ import (
 //	POST   /_sim/recipients/counts                 {"to":[...]}: each one's send count, 0 included
 //	POST   /_sim/reset                             Reset
 //	GET    /_sim/faults, PATCH /_sim/faults        fault switches (PATCH merges)
-//	POST   /_sim/replies                           a user's reply, posted signed to the callback URL
+//	POST   /_sim/replies                           a user's message (any type), posted signed to the callback URL
+//	POST   /_sim/replies/batch                     {"replies":[...]}: several in one webhook
+//	GET    /_sim/rules, PATCH /_sim/rules          policies: the customer service window (PATCH merges)
+//	GET    /_sim/windows/{phone_number_id}/{user}  one user's customer service window
 //	GET    /_sim/callbacks, PATCH /_sim/callbacks  status webhook settings (PATCH merges)
 //	GET    /_sim/accounts                          served numbers (no tokens)
 //	PUT    /_sim/accounts/{phone_number_id}        {"token","throughput_per_second"}
@@ -42,6 +45,12 @@ func (s *Sim) routes() *http.ServeMux {
 	mux.HandleFunc("GET /_sim/faults", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, viewFaults(s.Faults())) })
 	mux.HandleFunc("PATCH /_sim/faults", s.handlePatchFaults)
 	mux.HandleFunc("POST /_sim/replies", s.handleReply)
+	mux.HandleFunc("POST /_sim/replies/batch", s.handleReplyBatch)
+	mux.HandleFunc("GET /_sim/rules", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, viewRules(s.Rules())) })
+	mux.HandleFunc("PATCH /_sim/rules", s.handlePatchRules)
+	mux.HandleFunc("GET /_sim/windows/{phone_number_id}/{user}", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, s.Window(r.PathValue("phone_number_id"), r.PathValue("user")))
+	})
 	mux.HandleFunc("GET /_sim/callbacks", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, viewCallbacks(s.CallbackSettings()))
 	})
@@ -79,8 +88,11 @@ func writeDetail(w http.ResponseWriter, status int, detail string) {
 
 // decodeStrict reads a small admin body, refusing unknown fields so that a
 // typo does not pass silently.
-func decodeStrict(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+func decodeStrict(r *http.Request, v any) error { return decodeStrictN(r, v, 1<<20) }
+
+// decodeStrictN is decodeStrict for a body of up to limit bytes.
+func decodeStrictN(r *http.Request, v any, limit int64) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, limit))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("body: %w", err)

@@ -31,6 +31,10 @@ type cbEvent struct {
 	wamid     string
 	recipient string
 	status    whatsapp.Status
+	// failCode is the error of a failed status (131026, 131047).
+	failCode int
+	// session marks a session message: billed as service, not marketing.
+	session bool
 }
 
 type eventHeap []cbEvent
@@ -151,21 +155,23 @@ func (c *callbacks) stop() {
 	c.client.CloseIdleConnections()
 }
 
-// accepted queues the first status of an accepted send: failed (131026)
-// for an undeliverable number, else sent. Nothing is queued while
-// callbacks are off.
-func (c *callbacks) accepted(pnid, wamid, recipient string, undeliverable bool, now time.Time) {
+// accepted queues the first status of an accepted send: failed with
+// failCode (131026 for an undeliverable number, 131047 outside the
+// customer service window) when it is not zero, else sent. Nothing is
+// queued while callbacks are off.
+func (c *callbacks) accepted(pnid, wamid, recipient string, failCode int, session bool, now time.Time) {
 	set := c.s.cbSet.Load()
 	if set.URL == "" {
 		return
 	}
 	st := whatsapp.StatusSent
-	if undeliverable {
+	if failCode != 0 {
 		st = whatsapp.StatusFailed
 	}
 	c.enqueue(cbEvent{
 		due: now.Add(set.SentDelay).UnixNano(), epoch: c.epoch.Load(),
 		pnid: pnid, wamid: wamid, recipient: recipient, status: st,
+		failCode: failCode, session: session,
 	})
 }
 
@@ -347,25 +353,41 @@ func payload(batch []cbEvent, now time.Time) whatsapp.WebhookPayload {
 		ws := whatsapp.WebhookStatus{ID: e.wamid, Status: string(e.status), Timestamp: ts, RecipientID: e.recipient}
 		switch e.status {
 		case whatsapp.StatusFailed:
-			ws.Errors = []whatsapp.WebhookError{{
-				Code:      131026,
-				Title:     "Message undeliverable",
-				Message:   "Message undeliverable",
-				ErrorData: &whatsapp.WebhookErrorData{Details: "Message Undeliverable."},
-				Href:      "https://developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes/",
-			}}
+			ws.Errors = []whatsapp.WebhookError{failedStatusError(e.failCode)}
 		case whatsapp.StatusSent, whatsapp.StatusDelivered:
-			conv := &whatsapp.WebhookConversation{ID: conversationID(e.pnid, e.recipient), Origin: map[string]string{"type": "marketing"}}
+			// A template is billed as marketing; a session message inside
+			// the window is a free service message (per-message pricing,
+			// July 2025).
+			category, pricing := "marketing", &whatsapp.WebhookPricing{Billable: true, PricingModel: "PMP", Category: "marketing", Type: "regular"}
+			if e.session {
+				category, pricing = "service", &whatsapp.WebhookPricing{Billable: false, PricingModel: "PMP", Category: "service", Type: "free_customer_service"}
+			}
+			conv := &whatsapp.WebhookConversation{ID: conversationID(e.pnid, e.recipient), Origin: map[string]string{"type": category}}
 			if e.status == whatsapp.StatusSent {
 				conv.ExpirationTimestamp = strconv.FormatInt(now.Add(24*time.Hour).Unix(), 10)
 			}
 			ws.Conversation = conv
-			ws.Pricing = &whatsapp.WebhookPricing{Billable: true, PricingModel: "PMP", Category: "marketing"}
+			ws.Pricing = pricing
 		}
 		v := &p.Entry[i].Changes[0].Value
 		v.Statuses = append(v.Statuses, ws)
 	}
 	return p
+}
+
+// failedStatusError is the error of a failed status, as the Cloud API words it.
+func failedStatusError(code int) whatsapp.WebhookError {
+	const href = "https://developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes/"
+	if code == codeReengagement {
+		return whatsapp.WebhookError{
+			Code: codeReengagement, Title: "Re-engagement message", Message: "Re-engagement message",
+			ErrorData: &whatsapp.WebhookErrorData{Details: reengagementDetails}, Href: href,
+		}
+	}
+	return whatsapp.WebhookError{
+		Code: 131026, Title: "Message undeliverable", Message: "Message undeliverable",
+		ErrorData: &whatsapp.WebhookErrorData{Details: "Message Undeliverable."}, Href: href,
+	}
 }
 
 // conversationID is stable per (number, recipient), as a conversation is.

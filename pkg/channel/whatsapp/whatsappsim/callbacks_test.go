@@ -22,6 +22,7 @@ type receiver struct {
 	*httptest.Server
 	mu       sync.Mutex
 	updates  []whatsapp.StatusUpdate
+	inbound  []whatsapp.InboundMessage
 	posts    int
 	badSigs  atomic.Int64
 	failWith atomic.Int64 // HTTP status to answer instead of 200
@@ -42,12 +43,13 @@ func newReceiver(t *testing.T) *receiver {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
-		ups, err := whatsapp.ParseStatusWebhook(body)
-		if err != nil {
-			t.Errorf("receiver: %v", err)
+		wh, err := whatsapp.ParseWebhook(body)
+		if err != nil || wh.Malformed != 0 {
+			t.Errorf("receiver: %v, %d malformed", err, wh.Malformed)
 		}
 		r.mu.Lock()
-		r.updates = append(r.updates, ups...)
+		r.updates = append(r.updates, wh.Statuses...)
+		r.inbound = append(r.inbound, wh.Messages...)
 		r.posts++
 		r.raw = append(r.raw, body)
 		r.mu.Unlock()

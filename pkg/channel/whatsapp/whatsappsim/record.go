@@ -13,16 +13,25 @@ import (
 
 // Received is one accepted send, kept for inspection.
 type Received struct {
-	ID            string               `json:"id"`
-	PhoneNumberID string               `json:"phone_number_id"`
-	To            string               `json:"to"`
-	Template      string               `json:"template"`
-	Language      string               `json:"language"`
-	Components    []whatsapp.Component `json:"components,omitempty"`
+	ID            string `json:"id"`
+	PhoneNumberID string `json:"phone_number_id"`
+	To            string `json:"to"`
+	// Type is template, or the session message's type (text, image, ...).
+	Type string `json:"type"`
+	// Template, Language and Components are a template message's.
+	Template   string               `json:"template"`
+	Language   string               `json:"language"`
+	Components []whatsapp.Component `json:"components,omitempty"`
+	// Session is a session message as it was sent.
+	Session *whatsapp.Session `json:"session,omitempty"`
 	// Undeliverable is true when the number was switched undeliverable: it
 	// gets a failed status instead of sent/delivered/read.
-	Undeliverable bool      `json:"undeliverable"`
-	ReceivedAt    time.Time `json:"received_at"`
+	Undeliverable bool `json:"undeliverable"`
+	// FailedWith is the error code of the failed status the message gets
+	// instead of sent/delivered/read: 131026 (undeliverable) or 131047
+	// (outside the customer service window); 0 when it is delivered.
+	FailedWith int       `json:"failed_with,omitempty"`
+	ReceivedAt time.Time `json:"received_at"`
 }
 
 // Filter selects received messages; empty fields match all.
@@ -171,14 +180,17 @@ func (r *recorder) reset() {
 
 // counters are the statistics outside the recorder's lock.
 type counters struct {
-	requests atomic.Int64
-	hung     atomic.Int64
-	other    atomic.Int64
-	byCode   map[int]*atomic.Int64 // fixed keys: read without a lock
+	requests     atomic.Int64
+	hung         atomic.Int64
+	other        atomic.Int64
+	sessions     atomic.Int64
+	windowClosed atomic.Int64
+	inbound      atomic.Int64
+	byCode       map[int]*atomic.Int64 // fixed keys: read without a lock
 }
 
 // codesAnswered are the error codes the simulator can answer.
-var codesAnswered = []int{100, 190, 130429, 131000, 131008, 131009, 131016, 131056, 132000, 132001, 132012}
+var codesAnswered = []int{100, 190, 130429, 131000, 131008, 131009, 131016, 131047, 131056, 132000, 132001, 132012}
 
 func (c *counters) init() {
 	c.byCode = make(map[int]*atomic.Int64, len(codesAnswered))
@@ -199,6 +211,9 @@ func (c *counters) reset() {
 	c.requests.Store(0)
 	c.hung.Store(0)
 	c.other.Store(0)
+	c.sessions.Store(0)
+	c.windowClosed.Store(0)
+	c.inbound.Store(0)
 	for _, n := range c.byCode {
 		n.Store(0)
 	}
@@ -207,9 +222,21 @@ func (c *counters) reset() {
 // Stats are the totals since the start or the last Reset.
 type Stats struct {
 	Since time.Time `json:"since"`
-	// Requests is every send request; Accepted those answered 200.
+	// Requests is every send request; Accepted those answered 200, of
+	// which Sessions were session messages.
 	Requests int64 `json:"requests"`
 	Accepted int64 `json:"accepted"`
+	Sessions int64 `json:"sessions"`
+	// WindowClosed counts session messages refused because the user's
+	// customer service window was closed (131047, by status or answer).
+	WindowClosed int64 `json:"window_closed"`
+	// Inbound counts the user messages played (POST /_sim/replies).
+	Inbound int64 `json:"inbound"`
+	// Windows is the number of (number, user) service windows remembered;
+	// UntrackedWindows the user messages past the MaxRecipients cap, whose
+	// windows were not remembered.
+	Windows          int   `json:"windows"`
+	UntrackedWindows int64 `json:"untracked_windows"`
 	// Errors counts error answers by code ("other" for the rest).
 	Errors map[string]int64 `json:"errors"`
 	// Hung counts requests held without an answer (TimeoutRate).
@@ -258,9 +285,12 @@ type Caps struct {
 func (s *Sim) Stats() Stats {
 	now := time.Now()
 	st := Stats{
-		Requests: s.counts.requests.Load(),
-		Hung:     s.counts.hung.Load(),
-		Errors:   map[string]int64{},
+		Requests:     s.counts.requests.Load(),
+		Sessions:     s.counts.sessions.Load(),
+		WindowClosed: s.counts.windowClosed.Load(),
+		Inbound:      s.counts.inbound.Load(),
+		Hung:         s.counts.hung.Load(),
+		Errors:       map[string]int64{},
 		Caps: Caps{
 			MessageBuffer: s.cfg.MessageBuffer,
 			MaxRecipients: s.cfg.MaxRecipients,
@@ -268,6 +298,7 @@ func (s *Sim) Stats() Stats {
 		},
 		Callbacks: s.cb.stats(),
 	}
+	st.Windows, st.UntrackedWindows = s.windows.stats()
 	for code, n := range s.counts.byCode {
 		if v := n.Load(); v > 0 {
 			st.Errors[strconv.Itoa(code)] = v

@@ -169,14 +169,26 @@ func (s *Sim) handleSend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, errParam("(#100) Invalid parameter", "Request body is larger than "+strconv.Itoa(maxBody)+" bytes"))
 		return
 	}
-	var msg whatsapp.TemplateMessage
-	if err := json.Unmarshal(buf.Bytes(), &msg); err != nil {
+	var body sendBody
+	if err := json.Unmarshal(buf.Bytes(), &body); err != nil {
 		s.fail(w, decodeError(err))
 		return
 	}
-	digits, apiErr := validate(&msg)
+	digits, apiErr := validateEnvelope(&body)
+	var tplMsg whatsapp.TemplateMessage
+	session := body.Type != whatsapp.MessageTypeTemplate
 	if apiErr == nil {
-		apiErr = s.checkTemplate(&msg)
+		if session {
+			if errs := body.Session.Validate(); len(errs) > 0 {
+				apiErr = sessionError(errs[0])
+			}
+		} else {
+			tplMsg = body.templateMessage()
+			apiErr = validateTemplate(&tplMsg)
+			if apiErr == nil {
+				apiErr = s.checkTemplate(&tplMsg)
+			}
+		}
 	}
 	if apiErr != nil {
 		s.fail(w, apiErr)
@@ -188,7 +200,8 @@ func (s *Sim) handleSend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, errThroughput)
 		return
 	}
-	if f.stoppedMarketing(digits) {
+	// 131050 is about marketing: a user who stopped it still gets answers.
+	if !session && f.stoppedMarketing(digits) {
 		s.fail(w, errStoppedMarketing)
 		return
 	}
@@ -196,25 +209,46 @@ func (s *Sim) handleSend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, errPairRate)
 		return
 	}
+	failCode := 0
+	if session {
+		if rules := s.Rules(); rules.EnforceServiceWindow && !s.windows.open(pnid, digits, now, rules.ServiceWindow) {
+			s.counts.windowClosed.Add(1)
+			if rules.ServiceWindowError == WindowErrorSync {
+				s.fail(w, errReengagement)
+				return
+			}
+			failCode = codeReengagement
+		}
+	}
+	undeliverable := f.undeliverable(digits)
+	if undeliverable && failCode == 0 {
+		failCode = 131026
+	}
 
 	id := s.ids.next()
-	undeliverable := f.undeliverable(digits)
-	s.rec.record(Received{
+	rec := Received{
 		ID:            id,
 		PhoneNumberID: pnid,
 		To:            digits,
-		Template:      msg.Template.Name,
-		Language:      msg.Template.Language.Code,
-		Components:    msg.Template.Components,
+		Type:          body.Type,
 		Undeliverable: undeliverable,
+		FailedWith:    failCode,
 		ReceivedAt:    now,
-	})
+	}
+	if session {
+		sess := body.Session
+		rec.Session = &sess
+		s.counts.sessions.Add(1)
+	} else {
+		rec.Template, rec.Language, rec.Components = tplMsg.Template.Name, tplMsg.Template.Language.Code, tplMsg.Template.Components
+	}
+	s.rec.record(rec)
 	s.m.sends.Inc()
-	s.cb.accepted(pnid, id, digits, undeliverable, now)
+	s.cb.accepted(pnid, id, digits, failCode, session, now)
 
 	out := make([]byte, 0, 160+len(id))
 	out = append(out, `{"messaging_product":"whatsapp","contacts":[{"input":`...)
-	out = strconv.AppendQuote(out, msg.To)
+	out = strconv.AppendQuote(out, body.To)
 	out = append(out, `,"wa_id":"`...)
 	out = append(out, digits...)
 	out = append(out, `"}],"messages":[{"id":"`...)
@@ -222,6 +256,24 @@ func (s *Sim) handleSend(w http.ResponseWriter, r *http.Request) {
 	out = append(out, `","message_status":"accepted"}]}`...)
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
 	_, _ = w.Write(out)
+}
+
+// sendBody is any send: the envelope, a template, or a session message's
+// type and object.
+type sendBody struct {
+	MessagingProduct string                    `json:"messaging_product"`
+	RecipientType    string                    `json:"recipient_type"`
+	To               string                    `json:"to"`
+	Template         *whatsapp.TemplatePayload `json:"template"`
+	whatsapp.Session
+}
+
+func (b *sendBody) templateMessage() whatsapp.TemplateMessage {
+	m := whatsapp.TemplateMessage{MessagingProduct: b.MessagingProduct, RecipientType: b.RecipientType, To: b.To, Type: b.Type}
+	if b.Template != nil {
+		m.Template = *b.Template
+	}
+	return m
 }
 
 // hang holds the request without an answer until the client gives up, the
@@ -265,9 +317,9 @@ func jsonKind(goKind string) string {
 	return "a " + goKind
 }
 
-// validate checks a send's shape as the Cloud API does, and returns the
-// recipient's digits.
-func validate(m *whatsapp.TemplateMessage) (string, *apiError) {
+// validateEnvelope checks what every send has, as the Cloud API does, and
+// returns the recipient's digits.
+func validateEnvelope(m *sendBody) (string, *apiError) {
 	switch {
 	case m.MessagingProduct == "":
 		return "", errRequired("messaging_product")
@@ -282,49 +334,87 @@ func validate(m *whatsapp.TemplateMessage) (string, *apiError) {
 	if !ok {
 		return "", errParam("(#100) Invalid parameter", "Param to must be a phone number: digits with an optional leading +, 7 to 15 digits")
 	}
-	switch {
-	case m.Type == "":
+	if m.Type == "" {
 		return "", errRequired("type")
-	case m.Type != whatsapp.MessageTypeTemplate:
-		return "", errParam("(#100) Invalid parameter", "the simulator serves template messages only; got type \""+m.Type+"\"")
+	}
+	return digits, nil
+}
+
+// sessionError is the Cloud API's answer to the first problem of a session
+// message: 131008 for a required value that is missing, 100 for a value
+// of the wrong kind (an unknown type, a field that does not belong),
+// 131009 for a value out of its limits.
+func sessionError(e whatsapp.FieldError) *apiError {
+	details := "Param " + metaParam(e.Loc) + ": " + e.Msg
+	switch {
+	case e.Type == "missing", e.Type == "string_too_short", e.Type == "too_short",
+		e.Type == "url_parsing" && strings.HasSuffix(e.Msg, "input is empty"):
+		return errMissingValue(details)
+	case e.Type == "literal_error", e.Type == "extra_forbidden", e.Type == "string_unicode":
+		return errParam("(#100) Invalid parameter", details)
+	}
+	return errValueNotValid(details)
+}
+
+// metaParam writes a path as the Graph API names parameters:
+// interactive['action']['buttons'][3].
+func metaParam(loc []string) string {
+	if len(loc) == 0 {
+		return "body"
+	}
+	var b strings.Builder
+	b.WriteString(loc[0])
+	for _, p := range loc[1:] {
+		if p != "" && strings.Trim(p, "0123456789") == "" {
+			b.WriteString("[" + p + "]")
+		} else {
+			b.WriteString("['" + p + "']")
+		}
+	}
+	return b.String()
+}
+
+// validateTemplate checks a template send's template as the Cloud API does.
+func validateTemplate(m *whatsapp.TemplateMessage) *apiError {
+	switch {
 	case m.Template.Name == "":
-		return "", errRequired("template['name']")
+		return errRequired("template['name']")
 	case m.Template.Language.Code == "":
-		return "", errRequired("template['language']['code']")
+		return errRequired("template['language']['code']")
 	}
 	for i, c := range m.Template.Components {
 		where := "components[" + strconv.Itoa(i) + "]"
 		switch c.Type {
 		case "header", "body":
 			if c.SubType != "" || c.Index != "" {
-				return "", errParam("(#100) Invalid parameter", where+": sub_type and index belong to buttons")
+				return errParam("(#100) Invalid parameter", where+": sub_type and index belong to buttons")
 			}
 		case "button":
 			if c.SubType == "" {
-				return "", errRequired("template['" + where + "']['sub_type']")
+				return errRequired("template['" + where + "']['sub_type']")
 			}
 			if c.SubType != "url" {
-				return "", errParam("(#100) Invalid parameter", where+": the simulator serves url buttons only")
+				return errParam("(#100) Invalid parameter", where+": the simulator serves url buttons only")
 			}
 			if len(c.Index) != 1 || c.Index[0] < '0' || c.Index[0] > '9' {
-				return "", errParam("(#100) Invalid parameter", where+": index must be a digit from 0 to 9")
+				return errParam("(#100) Invalid parameter", where+": index must be a digit from 0 to 9")
 			}
 			if len(c.Parameters) != 1 || c.Parameters[0].Type != "text" {
-				return "", errMissingValue(where + ": a url button takes one text parameter")
+				return errMissingValue(where + ": a url button takes one text parameter")
 			}
 		case "":
-			return "", errRequired("template['" + where + "']['type']")
+			return errRequired("template['" + where + "']['type']")
 		default:
-			return "", errParam("(#100) Invalid parameter", where+": type must be header, body or button")
+			return errParam("(#100) Invalid parameter", where+": type must be header, body or button")
 		}
 		if len(c.Parameters) == 0 {
-			return "", errMissingValue(where + ": parameters is empty")
+			return errMissingValue(where + ": parameters is empty")
 		}
 		for _, p := range c.Parameters {
 			switch p.Type {
 			case "text":
 				if p.Text == "" {
-					return "", errMissingValue("Parameter of type text is missing text value")
+					return errMissingValue("Parameter of type text is missing text value")
 				}
 			case "image", "video":
 				link := p.Image
@@ -332,25 +422,25 @@ func validate(m *whatsapp.TemplateMessage) (string, *apiError) {
 					link = p.Video
 				}
 				if link == nil || link.Link == "" {
-					return "", errMissingValue("Parameter of type " + p.Type + " is missing " + p.Type + " link")
+					return errMissingValue("Parameter of type " + p.Type + " is missing " + p.Type + " link")
 				}
 				if !strings.HasPrefix(link.Link, "https://") && !strings.HasPrefix(link.Link, "http://") {
-					return "", errValueNotValid("Parameter of type " + p.Type + " has an invalid link: want an http(s) URL")
+					return errValueNotValid("Parameter of type " + p.Type + " has an invalid link: want an http(s) URL")
 				}
 				if c.Type != "header" {
-					return "", errValueNotValid("media parameters belong to the header")
+					return errValueNotValid("media parameters belong to the header")
 				}
 			case "":
-				return "", errRequired("template['" + where + "']['parameters'][]['type']")
+				return errRequired("template['" + where + "']['parameters'][]['type']")
 			default:
-				return "", errParam("(#100) Invalid parameter", where+": parameter type must be text, image or video")
+				return errParam("(#100) Invalid parameter", where+": parameter type must be text, image or video")
 			}
 		}
 	}
-	return digits, nil
+	return nil
 }
 
-// recipientDigits accepts what the real API takes for a template send: an
+// recipientDigits accepts what the real API takes for a send: an
 // international number, digits with an optional leading '+'.
 func recipientDigits(to string) (string, bool) {
 	d := strings.TrimPrefix(to, "+")

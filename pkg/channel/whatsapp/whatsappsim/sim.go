@@ -1,8 +1,9 @@
 // Package whatsappsim is a stand-in for the WhatsApp Cloud API on loopback:
-// the template send endpoint (POST /{version}/{phone_number_id}/messages)
-// in the real wire format, with per-number tokens and throughput, switchable
-// faults, signed status webhooks, and inspection endpoints for tests and
-// load tests. provider-sim serves it as a process; tests in any module start
+// the send endpoint (POST /{version}/{phone_number_id}/messages: template
+// and session messages) in the real wire format, with per-number tokens and
+// throughput, the 24-hour customer service window, switchable faults,
+// signed status webhooks, inbound messages of every type played on demand,
+// and inspection endpoints for tests and load tests. provider-sim serves it as a process; tests in any module start
 // it in-process:
 //
 //	sim, err := whatsappsim.New(whatsappsim.Config{Accounts: []whatsappsim.Account{{PhoneNumberID: "1001", Token: "t"}}})
@@ -17,7 +18,8 @@
 // MessageBuffer entries, per-recipient counts and the pair limiter hold at
 // most MaxRecipients numbers each, and the status callback queue holds at
 // most Callbacks.QueueSize pending statuses (further ones are dropped and
-// counted).
+// counted), and the service windows at most MaxRecipients (number, user)
+// pairs.
 package whatsappsim
 
 import (
@@ -135,11 +137,15 @@ type Config struct {
 	// Callbacks are the status webhooks; the settings are those at start
 	// (and after Reset).
 	Callbacks CallbackConfig
+	// Rules are the policies at start (and after Reset); nil takes
+	// DefaultRules (Meta's 24-hour window, enforced).
+	Rules *Rules
 	// MessageBuffer is how many received messages are kept for inspection
 	// (a ring: the oldest go first).
 	MessageBuffer int
-	// MaxRecipients bounds the per-recipient send counts and the pair rate
-	// limiter; sends to further recipients are counted as untracked.
+	// MaxRecipients bounds the per-recipient send counts, the pair rate
+	// limiter and the service windows; sends to further recipients are
+	// counted as untracked.
 	MaxRecipients int
 	// HangMax bounds how long a simulated timeout holds a request.
 	HangMax time.Duration
@@ -181,6 +187,11 @@ func (c Config) withDefaults() Config {
 	if c.Log == nil {
 		c.Log = zap.NewNop()
 	}
+	r := DefaultRules()
+	if c.Rules != nil {
+		r = *c.Rules // a copy: the caller's value may change later
+	}
+	c.Rules = &r
 	return c
 }
 
@@ -196,13 +207,15 @@ type Sim struct {
 	templates atomic.Pointer[map[string]TemplateSpec]
 	faults    atomic.Pointer[faultState]
 	cbSet     atomic.Pointer[CallbackSettings]
+	rules     atomic.Pointer[Rules]
 
-	ids    idGen
-	counts counters
-	rec    *recorder
-	pairs  *pairLimiter
-	cb     *callbacks
-	m      *metrics
+	ids     idGen
+	counts  counters
+	rec     *recorder
+	pairs   *pairLimiter
+	windows *windows
+	cb      *callbacks
+	m       *metrics
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -216,6 +229,7 @@ func New(cfg Config) (*Sim, error) {
 		log:     cfg.Log,
 		rec:     newRecorder(cfg.MessageBuffer, cfg.MaxRecipients),
 		pairs:   newPairLimiter(cfg.MaxRecipients),
+		windows: newWindows(cfg.MaxRecipients),
 		closing: make(chan struct{}),
 	}
 	s.counts.init()
@@ -239,6 +253,9 @@ func New(cfg Config) (*Sim, error) {
 		return nil, err
 	}
 	if err := s.SetCallbacks(cfg.Callbacks.CallbackSettings); err != nil {
+		return nil, err
+	}
+	if err := s.SetRules(*cfg.Rules); err != nil {
 		return nil, err
 	}
 	m, err := newMetrics(cfg.Registerer)
@@ -495,13 +512,15 @@ func (s *Sim) SetCallbacks(c CallbackSettings) error {
 func (s *Sim) CallbackSettings() CallbackSettings { return *s.cbSet.Load() }
 
 // Reset clears what was received (messages, counts, statistics, the pair
-// limiter, queued statuses), refills every throughput bucket, and puts the
-// faults and callback settings back to the configuration's. Accounts and
-// templates stay: they are set-up, not state.
+// limiter, the service windows, queued statuses), refills every throughput
+// bucket, and puts the faults, callback settings and rules back to the
+// configuration's. Accounts and templates stay: they are set-up, not state.
 func (s *Sim) Reset() {
 	s.cb.reset()
 	s.rec.reset()
 	s.pairs.reset()
+	s.windows.reset()
+	_ = s.SetRules(*s.cfg.Rules)
 	for _, a := range *s.accounts.Load() {
 		a.bucket.refill()
 	}
