@@ -235,7 +235,8 @@ func decodeReply(body []byte, contentType string) (replies.Request, []problem, e
 	if err := json.Unmarshal(body, &rb); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			loc := append([]any{"body"}, locOf(te.Field)...)
+			// The session's fields are promoted: its name is no place in the body.
+			loc := append([]any{"body"}, locOf(strings.TrimPrefix(te.Field, "Session."))...)
 			typ, msg := expected(te.Type.String())
 			return req, []problem{{Type: typ, Loc: loc, Msg: msg, Input: inputAt(raw, loc[1:])}}, nil
 		}
