@@ -581,7 +581,8 @@ func TestDispatchersMakeTheirDeclaredConsumers(t *testing.T) {
 		}
 		h.start(lane, testConfig())
 	}
-	if len(want) != 3 || want[BatchConsumerName] != h.busCfg.BatchFilter() || want[ConsumerName(record.LaneAutomation)] != h.busCfg.AutomationFilter() {
+	if len(want) != 4 || want[BatchConsumerName] != h.busCfg.BatchFilter() || want[ConsumerName(record.LaneAutomation)] != h.busCfg.AutomationFilter() ||
+		want[ReplyConsumerName] != h.busCfg.ReplyFilter() {
 		t.Fatalf("Consumers = %v", want)
 	}
 	eventually(t, 10*time.Second, "the declared consumers exist", func() bool {

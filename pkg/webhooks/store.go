@@ -576,6 +576,11 @@ func SampleData(t string, at time.Time) any {
 		return events.Batch{BatchID: batch, Kind: "campaign", Status: strings.TrimPrefix(t, "batch."), Counts: map[string]int{"sent": 1}, ChangedAt: at}
 	case events.ContactOptedOut, events.ContactOptedIn:
 		return events.Contact{Phone: "+15550000000", OptedOut: t == string(events.ContactOptedOut), Reason: "operator", ChangedAt: at}
+	case events.MessageReceived:
+		return events.Received{MessageID: 2, Wamid: "wamid.test.in", Phone: "+15550000000", ProfileName: "Test",
+			MessagingAccountID: 1, MessagingAccountName: "Test number", Type: "text",
+			Content: json.RawMessage(`{"type":"text","text":{"body":"This is a test"}}`), SentAt: at, ReceivedAt: at,
+			WindowExpiresAt: at.Add(24 * time.Hour)}
 	default:
 		return map[string]any{"test": true, "changed_at": at}
 	}

@@ -49,6 +49,8 @@ func (g *gw) expandBatch(x *delivery.Expander, companyID int64, batchID string) 
 		_, err = x.Automation(ctx, m)
 	case *sendsv1.MessageBatch:
 		_, err = x.Messages(ctx, m)
+	case *sendsv1.ReplyBatch:
+		_, err = x.Reply(ctx, m)
 	}
 	if err != nil {
 		g.t.Fatalf("expand %s: %v", batchID, err)
@@ -138,6 +140,7 @@ func TestPendingAndRecordedBatchesAgree(t *testing.T) {
 		{&sendsv1.AutomationBatch{AutomationId: co.automation.ID, Source: "api:automations/send"}, g.busCfg.AutomationSubject(co.company.ID), "automation", "api:automations_send"},
 		{&sendsv1.MessageBatch{}, g.busCfg.BatchSubject(co.company.ID), "batch", "api:batch_send"},
 		{&sendsv1.MessageBatch{Source: "api:batch/send"}, g.busCfg.BatchSubject(co.company.ID), "batch", "api:batch_send"},
+		{&sendsv1.ReplyBatch{}, g.busCfg.CompanySubject(bus.KindReplyBatches, co.company.ID), "reply", "api:messages_send"},
 	} {
 		id, err := sends.NewBatchID()
 		if err != nil {
@@ -153,6 +156,12 @@ func TestPendingAndRecordedBatchesAgree(t *testing.T) {
 		case *sendsv1.MessageBatch:
 			b.BatchId, b.CompanyId, b.AcceptedAt = id, co.company.ID, now
 			b.Messages = []*sendsv1.BatchMessage{{Phone: p, CampaignId: co.campaign.ID}}
+		case *sendsv1.ReplyBatch:
+			b.BatchId, b.CompanyId, b.AcceptedAt, b.Phone = id, co.company.ID, now, p
+			b.MessagingAccountId, b.TemplateId = co.account.ID, co.template.ID
+			if err := g.pool.QueryRow(ctx, `SELECT nextval('messages_id_seq')`).Scan(&b.MessageId); err != nil {
+				t.Fatal(err)
+			}
 		}
 		data, err := proto.Marshal(m.msg)
 		if err != nil {

@@ -256,6 +256,13 @@ func TestRequestExamplesPassTheGatewaysValidation(t *testing.T) {
 		},
 		"sendBatch":        func(_ string, b []byte) error { _, err := decodeBatchSend(b, "application/json"); return err },
 		"sendViaConnector": func(_ string, b []byte) error { _, err := decodeConnectorSend(b, "application/json"); return err },
+		"sendMessage": func(_ string, b []byte) error {
+			_, probs, err := decodeReply(b, "application/json")
+			if err == nil && len(probs) > 0 {
+				err = fmt.Errorf("%+v", probs)
+			}
+			return err
+		},
 		"receiveWhatsAppStatuses": func(_ string, b []byte) error {
 			w, err := whatsapp.ParseWebhook(b)
 			if err == nil && (len(w.Messages) == 0 || w.Malformed > 0) {
