@@ -271,15 +271,16 @@ func TestBenchReplies(t *testing.T) {
 	})
 	span := time.Since(t0)
 	// provider-sim's receipts, per recipient.
-	var received []struct {
-		To         string    `json:"to"`
-		Type       string    `json:"type"`
-		ReceivedAt time.Time `json:"received_at"`
+	var received struct {
+		Messages []struct {
+			To         string    `json:"to"`
+			ReceivedAt time.Time `json:"received_at"`
+		} `json:"messages"`
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
 		e.Sim.Do(http.MethodGet, "/_sim/messages?limit="+strconv.Itoa(2*n), nil, &received)
-		if len(received) >= n-int(refused.Load()) || time.Now().After(deadline) {
+		if len(received.Messages) >= n-int(refused.Load()) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -287,7 +288,7 @@ func TestBenchReplies(t *testing.T) {
 	time.Sleep(time.Second)
 	e.Sim.Do(http.MethodGet, "/_sim/messages?limit="+strconv.Itoa(2*n), nil, &received)
 	byTo := map[string][]time.Time{}
-	for _, r := range received {
+	for _, r := range received.Messages {
 		byTo["+"+strings.TrimPrefix(r.To, "+")] = append(byTo["+"+strings.TrimPrefix(r.To, "+")], r.ReceivedAt)
 	}
 	var lost, dups int
