@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -217,4 +218,79 @@ func TestEraseContactEndToEnd(t *testing.T) {
 	if r := s.do(http.MethodDelete, "/api/contacts/not-a-number", tn.key, nil); r.status != 422 {
 		t.Fatalf("DELETE of a bad number: %d %s", r.status, r.body)
 	}
+}
+
+// TestInboundOfEveryType: each type the Cloud API delivers, played by
+// provider-sim in the webhook's wire format, is recorded with its content
+// and listed in the conversation; a repeated webhook is recorded once.
+func TestInboundOfEveryType(t *testing.T) {
+	s := newStack(t)
+	tn := s.serve("types")
+	phone := "+14155550500"
+	for _, m := range []string{
+		`{"type":"text","text":{"body":"hello"}}`,
+		`{"type":"button","button":{"payload":"YES","text":"Yes"}}`,
+		`{"type":"interactive","interactive":{"type":"list_reply","list_reply":{"id":"slot-2","title":"Tuesday","description":"9-12"}}}`,
+		`{"type":"image","image":{"mime_type":"image/jpeg","caption":"the receipt"}}`,
+		`{"type":"video","video":{"mime_type":"video/mp4"}}`,
+		`{"type":"audio","audio":{"mime_type":"audio/ogg","voice":true}}`,
+		`{"type":"document","document":{"mime_type":"application/pdf","filename":"invoice.pdf","caption":"invoice"}}`,
+		`{"type":"sticker","sticker":{"mime_type":"image/webp","animated":false}}`,
+		`{"type":"location","location":{"latitude":45.46,"longitude":9.19,"name":"Duomo"}}`,
+		`{"type":"contacts","contacts":[{"name":{"formatted_name":"Bob"},"phones":[{"phone":"+393330000000"}]}]}`,
+		`{"type":"reaction","reaction":{"message_id":"wamid.x","emoji":"👍"}}`,
+		`{"type":"order","order":{"catalog_id":"1"}}`,
+	} {
+		s.reply(tn, whatsappsim.Reply{From: phone, Name: "Ana", Message: json.RawMessage(m)})
+	}
+	r := s.do(http.MethodGet, "/api/contacts/"+phone+"/messages?limit=100", tn.key, nil)
+	var page struct {
+		Messages []struct {
+			Type    string `json:"type"`
+			Summary string `json:"summary"`
+			Content map[string]json.RawMessage
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(r.body, &page); err != nil || r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	var types []string
+	for _, m := range page.Messages {
+		types = append([]string{m.Type}, types...)
+		if _, ok := m.Content[m.Type]; !ok || m.Summary == "" {
+			t.Errorf("%s: content %v, summary %q", m.Type, m.Content, m.Summary)
+		}
+	}
+	want := []string{"text", "button", "interactive", "image", "video", "audio", "document", "sticker", "location", "contacts", "reaction", "unsupported"}
+	if strings.Join(types, ",") != strings.Join(want, ",") {
+		t.Fatalf("recorded %v, want %v", types, want)
+	}
+	if !strings.Contains(string(r.body), `"mime_type":"image/jpeg"`) || !strings.Contains(string(r.body), `"sha256":`) ||
+		!strings.Contains(string(r.body), `"type":"order"`) {
+		t.Fatalf("media and the unsupported type's raw type are kept: %s", r.body)
+	}
+	// Meta repeats a webhook: the same wamid again changes nothing.
+	first := s.reply(tn, whatsappsim.Reply{From: phone, Text: "once"})
+	s.reply(tn, whatsappsim.Reply{From: phone, Text: "once", ID: first.ID})
+	var n int
+	if err := s.pool.QueryRow(context.Background(), `SELECT count(*) FROM inbound_messages WHERE wamid = $1`, first.ID).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("a repeated wamid recorded %d times (%v)", n, err)
+	}
+}
+
+// TestOptedOutContactCanBeAnswered: opt-out is about campaigns; a contact
+// who sent STOP is still answered inside the window it opened.
+func TestOptedOutContactCanBeAnswered(t *testing.T) {
+	s := newStack(t)
+	tn := s.serve("optout-reply")
+	phone := "+14155550600"
+	s.reply(tn, whatsappsim.Reply{From: phone, Text: "STOP"})
+	if c, ok := s.contact(tn.company.ID, phone); !ok || !c.OptedOut() {
+		t.Fatalf("STOP did not opt the contact out: %+v", c)
+	}
+	r := s.post("/api/messages", tn.key, fmt.Sprintf(`{"to":%q,"type":"text","text":{"body":"You will not get campaigns any more."}}`, phone))
+	if r.status != 202 {
+		t.Fatalf("reply to an opted-out contact: %d %s", r.status, r.body)
+	}
+	s.waitMessage(tn.key, int64(r.json(t)["message_id"].(float64)), 10*time.Second, "sent", "delivered", "read")
 }
