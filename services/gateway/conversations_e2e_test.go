@@ -294,3 +294,23 @@ func TestOptedOutContactCanBeAnswered(t *testing.T) {
 	}
 	s.waitMessage(tn.key, int64(r.json(t)["message_id"].(float64)), 10*time.Second, "sent", "delivered", "read")
 }
+
+// TestReplyIdempotencyKey: a retried reply with the same key is the same
+// message, answered the same (Location included), sent once.
+func TestReplyIdempotencyKey(t *testing.T) {
+	s := newStack(t)
+	tn := s.serve("reply-idem")
+	phone := "+14155550700"
+	s.reply(tn, whatsappsim.Reply{From: phone, Text: "hi"})
+	body := fmt.Sprintf(`{"to":%q,"type":"text","text":{"body":"hello"}}`, phone)
+	a := s.post("/api/messages", tn.key, body, "Idempotency-Key", "reply-1")
+	b := s.post("/api/messages", tn.key, body, "Idempotency-Key", "reply-1")
+	if a.status != 202 || b.status != 202 || string(a.body) != string(b.body) || a.header.Get("Location") != b.header.Get("Location") ||
+		b.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("first %d %s %q, retry %d %s %q", a.status, a.body, a.header.Get("Location"), b.status, b.body, b.header.Get("Location"))
+	}
+	s.waitMessage(tn.key, int64(a.json(t)["message_id"].(float64)), 10*time.Second, "sent", "delivered", "read")
+	if n := s.sim.SendCount(strings.TrimPrefix(phone, "+")); n != 1 {
+		t.Fatalf("provider-sim got %d messages, want 1", n)
+	}
+}

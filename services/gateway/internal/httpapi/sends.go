@@ -2,9 +2,11 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
@@ -89,6 +91,9 @@ func (h *handlers) claimKey(c *gin.Context, route Route, companyID int64, body [
 	case idempotency.Replay:
 		c.Header("Idempotent-Replayed", "true")
 		if rec.Status != 0 {
+			if loc := replayedLocation(rec.Status, rec.Body); loc != "" {
+				c.Writer.Header()["Location"] = []string{loc}
+			}
 			writeJSON(c, rec.Status, []byte(rec.Body))
 			return nil, true
 		}
@@ -232,4 +237,19 @@ func (h *handlers) sendViaConnector(c *gin.Context) {
 		func(ctx context.Context, m sends.Meta, req sends.ConnectorSend) (sends.Accepted, error) {
 			return h.sends.SendViaConnector(ctx, m, name, req)
 		})
+}
+
+// replayedLocation is the Location of a replayed 202 kept whole (a
+// reply's: its message), "" for any other answer.
+func replayedLocation(status int, body string) string {
+	if status != http.StatusAccepted {
+		return ""
+	}
+	var a struct {
+		MessageID int64 `json:"message_id"`
+	}
+	if json.Unmarshal([]byte(body), &a) != nil || a.MessageID <= 0 {
+		return ""
+	}
+	return "/api/messages/" + strconv.FormatInt(a.MessageID, 10)
 }
