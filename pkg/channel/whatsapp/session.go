@@ -220,7 +220,7 @@ func (s Session) Validate() []FieldError {
 	case s.Type == "":
 		v.add(loc("type"), "missing", "Field required")
 	case !contains(SessionTypes, s.Type):
-		v.add(loc("type"), "literal_error", literalMsg(SessionTypes))
+		v.add(loc("type"), "literal_error", LiteralMsg(SessionTypes))
 	default:
 		known = true
 	}
@@ -305,7 +305,7 @@ func (v *validator) literal(l []string, s string, allowed ...string) bool {
 	case s == "":
 		v.add(l, "missing", "Field required")
 	case !contains(allowed, s):
-		v.add(l, "literal_error", literalMsg(allowed))
+		v.add(l, "literal_error", LiteralMsg(allowed))
 	default:
 		return true
 	}
@@ -470,8 +470,8 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// literalMsg is pydantic's "Input should be 'a', 'b' or 'c'".
-func literalMsg(allowed []string) string {
+// LiteralMsg is pydantic's "Input should be 'a', 'b' or 'c'".
+func LiteralMsg(allowed []string) string {
 	q := make([]string, len(allowed))
 	for i, a := range allowed {
 		q[i] = "'" + a + "'"

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -19,6 +20,7 @@ import (
 	"github.com/parleyhq/parley/pkg/phone"
 	"github.com/parleyhq/parley/pkg/record"
 	"github.com/parleyhq/parley/pkg/replies"
+	"github.com/parleyhq/parley/services/gateway/internal/idempotency"
 	"github.com/parleyhq/parley/services/gateway/internal/sends"
 	"github.com/parleyhq/parley/services/gateway/internal/validation"
 )
@@ -127,26 +129,13 @@ type replyJSON struct {
 // template at any time. 202 with the message's id once the stream has it;
 // Location is the message. Idempotency-Key as the sends.
 func (h *handlers) sendMessage(c *gin.Context) {
-	body, ok := readBody(c, h.cfg.MaxBodyBytes)
-	if !ok {
-		return
-	}
-	p := principal(c)
-	meta := replies.Meta{CompanyID: p.CompanyID}
-	ctx := c.Request.Context()
-	claim, done := h.claimKey(c, RouteMessageSend, p.CompanyID, body)
+	body, hold, done := h.begin(c, RouteMessageSend)
 	if done {
 		return
 	}
-	if claim != nil {
-		meta.IdempotencyKey, meta.BatchID = idempotencyKey(c), claim.BatchID
-	}
-	settled := false
-	defer func() {
-		if claim != nil && !settled {
-			h.settle(context.WithoutCancel(ctx), func(ctx context.Context) error { return h.idem.Release(ctx, claim) })
-		}
-	}()
+	defer hold.release()
+	ctx := c.Request.Context()
+	meta := replies.Meta{CompanyID: principal(c).CompanyID, IdempotencyKey: hold.key, BatchID: hold.batchID()}
 	req, probs, err := decodeReply(body, c.ContentType())
 	switch {
 	case err != nil:
@@ -165,12 +154,9 @@ func (h *handlers) sendMessage(c *gin.Context) {
 	switch {
 	case err == nil:
 		ans, _ := json.Marshal(replyJSON{Status: "accepted", MessageID: r.MessageID, BatchID: r.BatchID})
-		if claim != nil {
-			settled = true
-			h.settle(context.WithoutCancel(ctx), func(ctx context.Context) error {
-				return h.idem.CompleteAnswer(ctx, claim, http.StatusAccepted, ans)
-			})
-		}
+		hold.settle(func(ctx context.Context, claim *idempotency.Claim) error {
+			return h.idem.CompleteAnswer(ctx, claim, http.StatusAccepted, ans)
+		})
 		c.Writer.Header()["Location"] = []string{"/api/messages/" + strconv.FormatInt(r.MessageID, 10)}
 		writeJSON(c, http.StatusAccepted, ans)
 	case errors.As(err, &closed):
@@ -187,10 +173,7 @@ func (h *handlers) sendMessage(c *gin.Context) {
 		abortProblems(c, ps)
 	case errors.Is(err, sends.ErrUnavailable):
 		h.log.Warn("publish to the stream failed; answered 503", zap.String("route", RouteMessageSend.Name), zap.Error(err))
-		if claim != nil && r.BatchID != "" {
-			settled = true
-			h.settle(context.WithoutCancel(ctx), func(ctx context.Context) error { return h.idem.Doubt(ctx, claim, r.BatchID) })
-		}
+		hold.doubt(r.BatchID)
 		abortUnavailable(c)
 	default:
 		h.log.Error("reply failed", zap.Error(err))
@@ -227,9 +210,9 @@ func decodeReply(body []byte, contentType string) (replies.Request, []problem, e
 	if env.AccountID != nil {
 		req.AccountID = *env.AccountID
 	}
-	if !validType(env.Type) {
+	if !slices.Contains(replyTypes, env.Type) {
 		return req, []problem{{Type: "literal_error", Loc: []any{"body", "type"},
-			Msg: "Input should be " + quoteList(replyTypes), Input: env.Type}}, nil
+			Msg: whatsapp.LiteralMsg(replyTypes), Input: env.Type}}, nil
 	}
 	var rb replyBody
 	if err := json.Unmarshal(body, &rb); err != nil {
@@ -283,24 +266,6 @@ func checkTemplate(req *replies.Request, rb replyBody, raw any) []problem {
 	}
 	req.Template = tpl
 	return probs
-}
-
-func validType(t string) bool {
-	for _, x := range replyTypes {
-		if x == t {
-			return true
-		}
-	}
-	return false
-}
-
-// quoteList is pydantic's list of literals: 'a', 'b' or 'c'.
-func quoteList(xs []string) string {
-	q := make([]string, len(xs))
-	for i, x := range xs {
-		q[i] = "'" + x + "'"
-	}
-	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
 }
 
 // locOf splits a dotted path into a loc, indexes as integers.

@@ -111,34 +111,81 @@ func (h *handlers) claimKey(c *gin.Context, route Route, companyID int64, body [
 	return cl, false
 }
 
+// keyHold is a request's hold on its Idempotency-Key, from begin: settled
+// once with the answer, or released when the request ends without one (a
+// claim must not stay in flight). Without the header it does nothing.
+type keyHold struct {
+	h     *handlers
+	ctx   context.Context
+	claim *idempotency.Claim
+	// key is the normalised header ("" without one).
+	key     string
+	settled bool
+}
+
+// batchID is the batch id the key reserved ("" without a key): a retry of
+// a publish that ended in doubt reuses it.
+func (k *keyHold) batchID() string {
+	if k.claim == nil {
+		return ""
+	}
+	return k.claim.BatchID
+}
+
+// settle records the answer with fn (Complete, CompleteAnswer).
+func (k *keyHold) settle(fn func(ctx context.Context, c *idempotency.Claim) error) {
+	if k.claim == nil || k.settled {
+		return
+	}
+	k.settled = true
+	k.h.settle(context.WithoutCancel(k.ctx), func(ctx context.Context) error { return fn(ctx, k.claim) })
+}
+
+// doubt records that batchID may be in the stream (its publish was not
+// acknowledged): a retry publishes the same id.
+func (k *keyHold) doubt(batchID string) {
+	if batchID == "" {
+		return
+	}
+	k.settle(func(ctx context.Context, c *idempotency.Claim) error { return k.h.idem.Doubt(ctx, c, batchID) })
+}
+
+// release, deferred, releases a claim nothing settled.
+func (k *keyHold) release() {
+	k.settle(func(ctx context.Context, c *idempotency.Claim) error { return k.h.idem.Release(ctx, c) })
+}
+
+// begin reads a sending request's body and takes its Idempotency-Key
+// (claimKey); done is true when the request was answered already.
+func (h *handlers) begin(c *gin.Context, route Route) (body []byte, hold *keyHold, done bool) {
+	body, ok := readBody(c, h.cfg.MaxBodyBytes)
+	if !ok {
+		return nil, nil, true
+	}
+	claim, done := h.claimKey(c, route, principal(c).CompanyID, body)
+	if done {
+		return nil, nil, true
+	}
+	hold = &keyHold{h: h, ctx: c.Request.Context(), claim: claim}
+	if claim != nil {
+		hold.key = idempotencyKey(c)
+	}
+	return body, hold, false
+}
+
 // accept is the flow every send endpoint shares after auth and limits:
 // idempotency, schema validation (422), the use case (404, 422, 503), 202.
 func accept[T any](h *handlers, c *gin.Context, route Route,
 	decode func(body []byte, contentType string) (T, error),
 	run func(ctx context.Context, m sends.Meta, req T) (sends.Accepted, error),
 ) {
-	body, ok := readBody(c, h.cfg.MaxBodyBytes)
-	if !ok {
-		return
-	}
-	p := principal(c)
-	meta := sends.Meta{CompanyID: p.CompanyID}
-	ctx := c.Request.Context()
-
-	claim, done := h.claimKey(c, route, p.CompanyID, body)
+	body, hold, done := h.begin(c, route)
 	if done {
 		return
 	}
-	if claim != nil {
-		meta.IdempotencyKey, meta.BatchID = idempotencyKey(c), claim.BatchID
-	}
-	// Whatever happens below, a claim must not stay in flight.
-	settled := false
-	defer func() {
-		if claim != nil && !settled {
-			h.settle(context.WithoutCancel(ctx), func(ctx context.Context) error { return h.idem.Release(ctx, claim) })
-		}
-	}()
+	defer hold.release()
+	ctx := c.Request.Context()
+	meta := sends.Meta{CompanyID: principal(c).CompanyID, IdempotencyKey: hold.key, BatchID: hold.batchID()}
 
 	req, err := decode(body, c.ContentType())
 	if err != nil {
@@ -152,10 +199,9 @@ func accept[T any](h *handlers, c *gin.Context, route Route,
 	var cfgErr *sends.ConfigError
 	switch {
 	case err == nil:
-		if claim != nil {
-			settled = true
-			h.settle(context.WithoutCancel(ctx), func(ctx context.Context) error { return h.idem.Complete(ctx, claim, acc.BatchID, acc.Contacts) })
-		}
+		hold.settle(func(ctx context.Context, claim *idempotency.Claim) error {
+			return h.idem.Complete(ctx, claim, acc.BatchID, acc.Contacts)
+		})
 		writeAccepted(c, acc.BatchID, acc.Contacts)
 	case notFoundDetail(err) != "":
 		abortDetail(c, http.StatusNotFound, notFoundDetail(err))
@@ -163,11 +209,7 @@ func accept[T any](h *handlers, c *gin.Context, route Route,
 		abortProblems(c, fromSends(cfgErr.Problems))
 	case errors.Is(err, sends.ErrUnavailable):
 		h.log.Warn("publish to the stream failed; answered 503", zap.String("route", route.Name), zap.Error(err))
-		if claim != nil && acc.BatchID != "" {
-			// The stream may hold the batch: a retry publishes the same id.
-			settled = true
-			h.settle(context.WithoutCancel(ctx), func(ctx context.Context) error { return h.idem.Doubt(ctx, claim, acc.BatchID) })
-		}
+		hold.doubt(acc.BatchID)
 		abortUnavailable(c)
 	default:
 		h.log.Error("send failed", zap.String("route", route.Name), zap.Error(err))
