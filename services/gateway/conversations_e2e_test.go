@@ -314,3 +314,27 @@ func TestReplyIdempotencyKey(t *testing.T) {
 		t.Fatalf("provider-sim got %d messages, want 1", n)
 	}
 }
+
+// TestWindowClosedAtTheProvider: a reply accepted while Parley saw the
+// window open, refused by WhatsApp because it closed before the send
+// (131047 in a failed status), fails with the provider's code and title.
+// provider-sim's window is shortened to 1 s to make it happen.
+func TestWindowClosedAtTheProvider(t *testing.T) {
+	s := newStack(t)
+	tn := s.serve("closed-at-provider")
+	if err := s.sim.SetRules(whatsappsim.Rules{ServiceWindow: time.Second, EnforceServiceWindow: true,
+		ServiceWindowError: whatsappsim.WindowErrorStatus}); err != nil {
+		t.Fatal(err)
+	}
+	phone := "+14155550800"
+	s.reply(tn, whatsappsim.Reply{From: phone, Text: "hi"})
+	time.Sleep(1100 * time.Millisecond)
+	r := s.post("/api/messages", tn.key, fmt.Sprintf(`{"to":%q,"type":"text","text":{"body":"late"}}`, phone))
+	if r.status != 202 {
+		t.Fatalf("Parley's window is open: %d %s", r.status, r.body)
+	}
+	m := s.waitMessage(tn.key, int64(r.json(t)["message_id"].(float64)), 10*time.Second, "failed")
+	if m["error_code"] != float64(131047) || m["error_title"] == nil {
+		t.Fatalf("the reply: %v", m)
+	}
+}
