@@ -135,7 +135,8 @@ func scanBatch(row pgx.Row) (Batch, error) {
 
 // Recent returns up to limit of the company's batches, newest first, older
 // than the batch before (all when before is ""). more says whether older
-// batches remain.
+// batches remain. Replies (kind reply: one message answering a contact)
+// are not sends a marketer follows here: the Conversations page shows them.
 func (s *Store) Recent(ctx context.Context, companyID int64, before string, limit int) (batches []Batch, more bool, err error) {
 	var beforeID *uuid.UUID
 	if before != "" {
@@ -146,7 +147,7 @@ func (s *Store) Recent(ctx context.Context, companyID int64, before string, limi
 		beforeID = &id
 	}
 	rows, err := s.db.Query(ctx, `SELECT `+batchColumns+` FROM batches b
-		WHERE b.company_id = $1 AND ($2::uuid IS NULL OR b.id < $2::uuid)
+		WHERE b.company_id = $1 AND ($2::uuid IS NULL OR b.id < $2::uuid) AND b.kind <> 'reply'
 		ORDER BY b.id DESC LIMIT $3`, companyID, beforeID, limit+1)
 	if err != nil {
 		return nil, false, fmt.Errorf("list batches: %w", err)
