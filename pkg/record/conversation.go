@@ -240,12 +240,14 @@ func TargetReply(ctx context.Context, db DB, companyID int64, phone string, acco
 	var t ReplyTarget
 	var last *time.Time
 	err := db.QueryRow(ctx, `
-		SELECT a.id, a.name, a.connected, w.last_inbound_at, nextval('messages_id_seq')
-		FROM messaging_accounts a
-		LEFT JOIN conversation_windows w ON w.messaging_account_id = a.id AND w.phone = $2
-		WHERE a.company_id = $1 AND ($3::bigint = 0 OR a.id = $3) AND ($3::bigint <> 0 OR w.phone IS NOT NULL)
-		ORDER BY w.last_inbound_at DESC NULLS LAST, a.id
-		LIMIT 1`, companyID, phone, accountID).Scan(&t.AccountID, &t.AccountName, &t.Connected, &last, &t.MessageID)
+		SELECT t.*, nextval('messages_id_seq') FROM (
+			SELECT a.id, a.name, a.connected, w.last_inbound_at
+			FROM messaging_accounts a
+			LEFT JOIN conversation_windows w ON w.messaging_account_id = a.id AND w.phone = $2
+			WHERE a.company_id = $1 AND ($3::bigint = 0 OR a.id = $3) AND ($3::bigint <> 0 OR w.phone IS NOT NULL)
+			ORDER BY w.last_inbound_at DESC NULLS LAST, a.id
+			LIMIT 1
+		) t`, companyID, phone, accountID).Scan(&t.AccountID, &t.AccountName, &t.Connected, &last, &t.MessageID)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows) && accountID != 0:
 		return ReplyTarget{}, fmt.Errorf("messaging account %d: %w", accountID, ErrNotFound)

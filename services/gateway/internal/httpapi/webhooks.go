@@ -17,9 +17,11 @@ import (
 // keywords, message.received events).
 type StatusSink interface {
 	ApplyStatuses(ctx context.Context, updates []whatsapp.StatusUpdate) error
-	// ReceiveMessages records inbound messages: their senders become
-	// contacts and their opt-out words change the contacts' consent. ignored
-	// counts the messages to a number no company has.
+	// ReceiveMessages records inbound messages (record.Receive): each once
+	// per wamid with its content, its sender a contact whose opt-out words
+	// change its consent, its conversation's window extended, a
+	// message.received event appended. ignored counts the messages to a
+	// number no company has.
 	ReceiveMessages(ctx context.Context, msgs []whatsapp.InboundMessage) (ignored int, err error)
 }
 
