@@ -45,6 +45,15 @@ WITH quoted AS (
 	SELECT $1, $2, $3, $4, $5, $6, NULLIF($7, ''), (SELECT id FROM quoted), (SELECT batch_id FROM quoted), $8, $9
 	ON CONFLICT (wamid) DO NOTHING
 	RETURNING id, context_message_id, context_batch_id::text
+), con AS (
+	-- The sender becomes the company's contact, with its profile name
+	-- ($10 skips this for a message that changes consent: RecordConsent
+	-- does it); an unchanged name writes nothing.
+	INSERT INTO contacts AS c (company_id, phone, profile_name, created_at, updated_at)
+	SELECT $1, $3, NULLIF($11, ''), $9, $9 FROM ins WHERE $10
+	ON CONFLICT (company_id, phone) DO UPDATE SET profile_name = EXCLUDED.profile_name, updated_at = EXCLUDED.updated_at
+		WHERE EXCLUDED.profile_name IS NOT NULL AND c.profile_name IS DISTINCT FROM EXCLUDED.profile_name
+	RETURNING (xmax = 0) AS created
 ), win AS (
 	INSERT INTO conversation_windows AS w (messaging_account_id, phone, company_id, last_inbound_at, last_inbound_id)
 	SELECT $2, $3, $1, $8, ins.id FROM ins
@@ -53,7 +62,8 @@ WITH quoted AS (
 		last_inbound_at = GREATEST(w.last_inbound_at, EXCLUDED.last_inbound_at)
 	RETURNING last_inbound_at
 )
-SELECT ins.id, ins.context_message_id, ins.context_batch_id, win.last_inbound_at FROM ins, win`
+SELECT ins.id, ins.context_message_id, ins.context_batch_id, win.last_inbound_at,
+	COALESCE((SELECT created FROM con), false) FROM ins, win`
 
 // number is a business number as the webhook names it.
 type number struct {
@@ -127,8 +137,11 @@ func receiveOne(ctx context.Context, tx pgx.Tx, n number, set contacts.OptOutSet
 	var quotedID *int64
 	var quotedBatch *string
 	var windowFrom time.Time
+	var created bool
+	optedOut, reason, word, asks := set.Match(m.Text, m.ButtonPayload)
+	profile := truncate(m.ProfileName, 256)
 	err = tx.QueryRow(ctx, receiveSQL, n.companyID, n.accountID, m.From, m.ID, m.Content.Type, content,
-		m.ContextID, at, now).Scan(&id, &quotedID, &quotedBatch, &windowFrom)
+		m.ContextID, at, now, !asks, profile).Scan(&id, &quotedID, &quotedBatch, &windowFrom, &created)
 	if errors.Is(err, pgx.ErrNoRows) {
 		res.Repeated++
 		return nil
@@ -137,7 +150,9 @@ func receiveOne(ctx context.Context, tx pgx.Tx, n number, set contacts.OptOutSet
 		return fmt.Errorf("record: %w", err)
 	}
 	res.Recorded++
-	optedOut, reason, word, asks := set.Match(m.Text, m.ButtonPayload)
+	if created {
+		res.Created++
+	}
 	if asks {
 		r, err := contacts.RecordConsent(ctx, tx, contacts.ConsentChange{
 			CompanyID: n.companyID, Phone: m.From, OptedOut: optedOut, Reason: reason, Keyword: word,
@@ -152,20 +167,12 @@ func receiveOne(ctx context.Context, tx pgx.Tx, n number, set contacts.OptOutSet
 		if r.Changed {
 			res.Changed++
 		}
-	} else {
-		_, created, err := contacts.TouchContact(ctx, tx, n.companyID, m.From, now)
-		if err != nil {
-			return err
-		}
-		if created {
-			res.Created++
-		}
-	}
-	if m.ProfileName != "" {
-		if _, err := tx.Exec(ctx, `UPDATE contacts SET profile_name = $3, updated_at = $4
-			WHERE company_id = $1 AND phone = $2 AND profile_name IS DISTINCT FROM $3`,
-			n.companyID, m.From, truncate(m.ProfileName, 256), now); err != nil {
-			return fmt.Errorf("contact profile name: %w", err)
+		if profile != "" {
+			if _, err := tx.Exec(ctx, `UPDATE contacts SET profile_name = $3, updated_at = $4
+				WHERE company_id = $1 AND phone = $2 AND profile_name IS DISTINCT FROM $3`,
+				n.companyID, m.From, profile, now); err != nil {
+				return fmt.Errorf("contact profile name: %w", err)
+			}
 		}
 	}
 	ev := events.Received{MessageID: id, Wamid: m.ID, Phone: m.From, ProfileName: m.ProfileName,
