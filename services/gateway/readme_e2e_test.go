@@ -230,7 +230,7 @@ func TestReadmeCurlsDeliver(t *testing.T) {
 		}
 		cmds = append(cmds, found...)
 	}
-	allowed := map[string]bool{"KEY": true, "BATCH_ID": true, "SEGMENT_ID": true, "MESSAGE_ID": true}
+	allowed := map[string]bool{"KEY": true, "BATCH_ID": true, "SEGMENT_ID": true, "MESSAGE_ID": true, "WAMID": true}
 	answers := 0
 	for _, c := range cmds {
 		for _, m := range regexp.MustCompile(`\$([A-Z_]+)`).FindAllStringSubmatch(c.cmd, -1) {
@@ -284,6 +284,7 @@ func TestReadmeCurlsDeliver(t *testing.T) {
 	idRe := regexp.MustCompile(`"batch_id":"([0-9a-f-]{36})"`)
 	segRe := regexp.MustCompile(`^\{"id":(\d+),`)
 	msgRe := regexp.MustCompile(`"message_id":(\d+)`)
+	wamidRe := regexp.MustCompile(`^\{"id":"(wamid\.[^"]+)"`)
 	for _, doc := range cmds {
 		c := doc.cmd
 		// The gateway and provider-sim at the stack's addresses instead of make run's.
@@ -324,8 +325,20 @@ func TestReadmeCurlsDeliver(t *testing.T) {
 		if m := segRe.FindStringSubmatch(body); m != nil && strings.Contains(c, "/api/segments/create") {
 			vars["SEGMENT_ID"] = m[1]
 		}
-		if m := msgRe.FindStringSubmatch(body); m != nil && vars["MESSAGE_ID"] == "" && strings.Contains(c, "/messages") {
+		// MESSAGE_ID is the first message a listing shows (not a reply's
+		// 202); WAMID the contact's message provider-sim played last.
+		if m := msgRe.FindStringSubmatch(body); m != nil && vars["MESSAGE_ID"] == "" && strings.Contains(c, "/messages") &&
+			!strings.Contains(c, "-X POST") {
 			vars["MESSAGE_ID"] = m[1]
+		}
+		if m := wamidRe.FindStringSubmatch(body); m != nil && strings.Contains(c, "/_sim/replies") {
+			vars["WAMID"] = m[1]
+		}
+		if m := msgRe.FindStringSubmatch(body); m != nil && status == "202" && strings.Contains(c, "/api/messages") {
+			// A reader who lists the conversation after a reply's 202 sees the
+			// reply once the automation dispatcher recorded it, milliseconds
+			// later; on a loaded machine wait for that, as for the cancel.
+			s.waitMessage(vars["KEY"], m[1], 30*time.Second, "queued", "sending", "sent", "delivered", "read", "failed")
 		}
 		t.Logf("%s -> %s %s", c, status, body)
 	}
