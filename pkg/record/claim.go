@@ -67,14 +67,16 @@ SELECT a.id FROM a WHERE a.id IS NOT NULL AND EXISTS (
 
 // leaseSQL returns claims older than the lease to the queue (their
 // dispatcher died or stalled between claim and record); a message whose
-// attempts are spent fails instead.
+// attempts are spent fails instead, and one whose contact was erased
+// meanwhile (phone '': EraseContact) is cancelled, never sent again.
 const leaseSQL = `
 UPDATE messages SET
-	state = (CASE WHEN attempts + 1 >= $3 THEN 'failed' ELSE 'queued' END)::message_state,
+	state = (CASE WHEN phone = '' THEN 'cancelled' WHEN attempts + 1 >= $3 THEN 'failed' ELSE 'queued' END)::message_state,
+	cancelled_at = CASE WHEN phone = '' THEN $1::timestamptz ELSE cancelled_at END,
 	attempts = attempts + 1,
 	not_before = $1,
-	error_title = CASE WHEN attempts + 1 >= $3 THEN 'no outcome recorded after ' || (attempts + 1) || ' claims' ELSE error_title END,
-	failed_at = CASE WHEN attempts + 1 >= $3 THEN $1::timestamptz ELSE failed_at END,
+	error_title = CASE WHEN attempts + 1 >= $3 AND phone <> '' THEN 'no outcome recorded after ' || (attempts + 1) || ' claims' ELSE error_title END,
+	failed_at = CASE WHEN attempts + 1 >= $3 AND phone <> '' THEN $1::timestamptz ELSE failed_at END,
 	updated_at = $1
 WHERE state = 'sending' AND claimed_at < $2 AND lane = $4
 RETURNING batch_id::text, state::text, id, company_id, phone, COALESCE(error_code, 0), COALESCE(error_title, '')`

@@ -3,6 +3,7 @@ package record_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -252,5 +253,49 @@ func TestEraseContact(t *testing.T) {
 	again, err := record.EraseContact(f.ctx, f.pool, f.comp.ID, p, f.now)
 	if err != nil || again.Contact || again.Messages != 0 || again.Inbound != 0 {
 		t.Fatalf("a second erasure: %+v %v", again, err)
+	}
+}
+
+// TestEraseWhileSending: a message in flight when its contact is erased
+// keeps no wamid when its send is recorded, and one sent back by a retry
+// is cancelled, never queued with no number.
+func TestEraseWhileSending(t *testing.T) {
+	f := newFixture(t)
+	moves := f.watchMoves()
+	b := f.campaignBatch(2, nil)
+	f.expand(b)
+	claimed, err := record.Claim(f.ctx, f.pool, record.LaneCampaign, f.camp.MessagingAccountID, 2, f.now, false)
+	if err != nil || len(claimed) != 2 {
+		t.Fatalf("claimed %d: %v", len(claimed), err)
+	}
+	for _, c := range claimed {
+		if _, err := record.EraseContact(f.ctx, f.pool, f.comp.ID, c.Phone, f.now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outs := []record.Outcome{
+		{Kind: record.OutcomeSent, ID: claimed[0].ID, BatchID: b.BatchId, ClaimedAt: claimed[0].ClaimedAt, Wamid: "wamid.erased", At: f.now},
+		{Kind: record.OutcomeRetry, ID: claimed[1].ID, BatchID: b.BatchId, ClaimedAt: claimed[1].ClaimedAt, NotBefore: f.now, At: f.now},
+	}
+	if _, err := record.RecordOutcomes(f.ctx, f.pool, outs, f.now); err != nil {
+		t.Fatal(err)
+	}
+	var wamids, cancelled, named int
+	if err := f.pool.QueryRow(f.ctx, `SELECT count(provider_message_id), count(*) FILTER (WHERE state = 'cancelled'),
+		count(*) FILTER (WHERE phone <> '') FROM messages WHERE batch_id = $1`, b.BatchId).Scan(&wamids, &cancelled, &named); err != nil {
+		t.Fatal(err)
+	}
+	if wamids != 0 || cancelled != 1 || named != 0 {
+		t.Fatalf("wamids %d, cancelled %d, with a number %d: want 0, 1, 0", wamids, cancelled, named)
+	}
+	if st := f.states(b.BatchId); st["sent"] != 1 {
+		t.Fatalf("states %v", st)
+	}
+	for move, n := range moves() {
+		var from, to record.State
+		fmt.Sscanf(move, "%s -> %s", &from, &to)
+		if !record.CanMove(from, to) {
+			t.Errorf("%d message(s) moved %s, which record.Moves does not allow", n, move)
+		}
 	}
 }

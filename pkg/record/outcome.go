@@ -46,14 +46,19 @@ type Outcome struct {
 // takes its outcome, which closes most of the duplicate window after a long
 // outage. Such a row may have been cancelled meanwhile: a send still
 // records (the provider has it), other outcomes leave it cancelled. The
+// A message whose contact was erased while it was being sent (phone '':
+// EraseContact) records its send without the wamid (it encodes the number)
+// and is cancelled instead of queued again by a retry or a release. The
 // ids are looked up by the primary key (m.id = ANY): joined to the unnest
 // alone, a table the planner has no statistics for yet (a fresh one, or
 // one grown faster than autovacuum analyses it) was scanned whole, with
 // every open message hashed, on every flush.
 const recordSQL = `
 UPDATE messages m SET
-	state = (CASE r.kind WHEN 'sent' THEN 'sent' WHEN 'failed' THEN 'failed' ELSE 'queued' END)::message_state,
-	provider_message_id = CASE r.kind WHEN 'sent' THEN r.wamid ELSE m.provider_message_id END,
+	state = (CASE WHEN r.kind = 'sent' THEN 'sent' WHEN r.kind = 'failed' THEN 'failed' WHEN m.phone = '' THEN 'cancelled'
+		ELSE 'queued' END)::message_state,
+	provider_message_id = CASE WHEN r.kind = 'sent' AND m.phone <> '' THEN r.wamid ELSE m.provider_message_id END,
+	cancelled_at = CASE WHEN r.kind IN ('retry', 'release') AND m.phone = '' THEN r.at ELSE m.cancelled_at END,
 	error_code = CASE r.kind WHEN 'sent' THEN NULL WHEN 'release' THEN m.error_code ELSE r.code END,
 	error_title = CASE r.kind WHEN 'sent' THEN NULL WHEN 'release' THEN m.error_title ELSE r.title END,
 	attempts = m.attempts + CASE r.kind WHEN 'release' THEN 0 ELSE 1 END,

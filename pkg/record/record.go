@@ -26,7 +26,8 @@
 //
 //	created (expansion)   -> queued, scheduled, failed; sending or skipped_opt_out (a hand-off's claim)
 //	queued, scheduled, deferred -> deferred (Defer), sending or skipped_opt_out (Claim), cancelled (Cancel)
-//	sending -> sent, failed, queued (RecordOutcomes; a retry or a release), queued or failed (ReturnStale)
+//	sending -> sent, failed, queued (RecordOutcomes; a retry or a release), queued or failed (ReturnStale),
+//	           cancelled (either, for a message whose contact was erased while it was sent: EraseContact)
 //	sent -> delivered, read, failed; failed -> delivered, read; delivered -> read (ApplyStatuses)
 //
 // sent, delivered, read, failed, skipped_opt_out and cancelled are terminal
@@ -119,7 +120,7 @@ var Moves = map[State][]State{
 	StateQueued:    {StateDeferred, StateSending, StateSkippedOptOut, StateCancelled, StateSent, StateFailed},
 	StateScheduled: {StateDeferred, StateSending, StateSkippedOptOut, StateCancelled},
 	StateDeferred:  {StateDeferred, StateSending, StateSkippedOptOut, StateCancelled},
-	StateSending:   {StateSent, StateFailed, StateQueued},
+	StateSending:   {StateSent, StateFailed, StateQueued, StateCancelled},
 	StateSent:      {StateDelivered, StateRead, StateFailed},
 	StateFailed:    {StateDelivered, StateRead},
 	StateDelivered: {StateRead},
