@@ -21,6 +21,7 @@ import (
 	"github.com/parleyhq/parley/services/admin/internal/batches"
 	"github.com/parleyhq/parley/services/admin/internal/config"
 	"github.com/parleyhq/parley/services/admin/internal/console"
+	"github.com/parleyhq/parley/services/admin/internal/conversations"
 	"github.com/parleyhq/parley/services/admin/internal/credentials"
 	"github.com/parleyhq/parley/services/admin/internal/loginthrottle"
 )
@@ -60,6 +61,11 @@ func newApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func() 
 	}
 	closers.Add(func() { _ = nc.Drain() })
 
+	js, err := bus.JetStream(nc)
+	if err != nil {
+		return fail(err)
+	}
+
 	probe := ops.NewProbe(store.Check(pool), bus.Check(nc))
 	publishFailures := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "parley_admin_invalidation_publish_failures_total",
@@ -94,10 +100,12 @@ func newApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func() 
 		Credentials:       creds,
 		Sends:             batches.New(pool, now),
 		Webhooks:          hooks,
+		Conversations:     conversations.New(pool, js, cfg.NATS, now),
 		Sessions:          sessions,
 		Log:               log.Named("console"),
 		TrustedOrigins:    cfg.Console.TrustedOrigins,
 		TrustForwardedFor: cfg.Console.TrustForwardedFor,
+		Now:               now,
 	})
 	if err != nil {
 		return fail(err)

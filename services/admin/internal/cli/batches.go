@@ -178,6 +178,20 @@ func (e *env) sendsStream() (*record.Stream, error) {
 	if e.stream != nil {
 		return e.stream, nil
 	}
+	js, err := e.jetStream()
+	if err != nil {
+		return nil, err
+	}
+	e.stream = record.NewStream(js, e.cfg.NATS)
+	return e.stream, nil
+}
+
+// jetStream connects to NATS on first use: the SENDS stream, where
+// batches wait for a dispatcher and replies are published.
+func (e *env) jetStream() (jetstream.JetStream, error) {
+	if e.js != nil {
+		return e.js, nil
+	}
 	cfg, err := e.config()
 	if err != nil {
 		return nil, err
@@ -191,8 +205,8 @@ func (e *env) sendsStream() (*record.Stream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	e.stream = record.NewStream(js, cfg.NATS)
-	return e.stream, nil
+	e.js = js
+	return js, nil
 }
 
 // inStream finds batches waiting in the SENDS stream (record.InStream),

@@ -25,6 +25,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/parleyhq/parley/pkg/apikey"
@@ -103,6 +104,7 @@ type env struct {
 	loaded  bool
 	pool    *pgxpool.Pool
 	stream  *record.Stream
+	js      jetstream.JetStream
 	closers ops.Closers
 }
 
@@ -239,6 +241,7 @@ Every command accepts --json and then prints only JSON on stdout.`),
 		optOutCmd(e),
 		segmentsCmd(e),
 		batchesCmd(e),
+		conversationsCmd(e),
 	)
 	return root
 }

@@ -19,6 +19,7 @@ type stateStyle struct {
 }
 
 var stateStyles = map[string]stateStyle{
+	"accepted":        {"Accepted", "#98a2b3"},
 	"queued":          {"Queued", "#98a2b3"},
 	"scheduled":       {"Scheduled", "#b9c0cb"},
 	"deferred":        {"Deferred", "#cfd4dc"},

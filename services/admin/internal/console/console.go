@@ -51,6 +51,7 @@ import (
 	"github.com/parleyhq/parley/pkg/webhooks"
 	"github.com/parleyhq/parley/services/admin/internal/accounts"
 	"github.com/parleyhq/parley/services/admin/internal/batches"
+	"github.com/parleyhq/parley/services/admin/internal/conversations"
 	"github.com/parleyhq/parley/services/admin/internal/credentials"
 	"github.com/parleyhq/parley/services/admin/internal/loginthrottle"
 )
@@ -79,12 +80,16 @@ type Deps struct {
 	Credentials *credentials.Service
 	Sends       *batches.Store
 	Webhooks    *webhooks.Store
-	Sessions    *scs.SessionManager
-	Log         *zap.Logger
+	// Conversations reads conversations and sends replies.
+	Conversations *conversations.Store
+	Sessions      *scs.SessionManager
+	Log           *zap.Logger
 	// TrustedOrigins may post forms besides the console's own origin.
 	TrustedOrigins []string
 	// TrustForwardedFor takes the client address from X-Forwarded-For.
 	TrustForwardedFor bool
+	// Now is the clock of countdowns (time.Now when nil).
+	Now func() time.Time
 }
 
 // SessionOptions configure the session cookie and lifetime.
@@ -179,6 +184,7 @@ func New(d Deps) (*Console, error) {
 	pagesMux.Handle("GET "+PathSends+"/{batchID}/cancel", c.requireAdminFor(cancelReserved, c.cancelConfirmPage))
 	pagesMux.Handle("POST "+PathSends+"/{batchID}/cancel", c.requireAdminFor(cancelReserved, c.cancelBatch))
 	c.routeWebhooks(pagesMux)
+	c.routeConversations(pagesMux)
 	pagesMux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		c.renderError(w, r, http.StatusNotFound, "Page not found", "There is nothing at this address.")
 	})
@@ -196,6 +202,14 @@ func New(d Deps) (*Console, error) {
 	root.Handle("/", noStore(cop.Handler(d.Sessions.LoadAndSave(markSessionLoaded(pagesMux)))))
 	c.handler = securityHeaders(root)
 	return c, nil
+}
+
+// now is the console's clock.
+func (c *Console) now() time.Time {
+	if c.Now == nil {
+		return time.Now()
+	}
+	return c.Now()
 }
 
 // ServeHTTP serves the console.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -12,6 +13,7 @@ import (
 	"github.com/parleyhq/parley/pkg/apikey"
 	"github.com/parleyhq/parley/pkg/webhooks"
 	"github.com/parleyhq/parley/services/admin/internal/accounts"
+	"github.com/parleyhq/parley/services/admin/internal/conversations"
 	"github.com/parleyhq/parley/services/admin/internal/credentials"
 )
 
@@ -19,6 +21,7 @@ import (
 type pages struct {
 	signIn, credentials, revokeConfirm, errorPage, sends, batch, cancelConfirm *template.Template
 	webhooks, webhook, webhookDelete                                           *template.Template
+	conversations, thread                                                      *template.Template
 }
 
 var funcs = template.FuncMap{
@@ -71,8 +74,31 @@ var funcs = template.FuncMap{
 			return "Batch"
 		case "connector":
 			return "Connector"
+		case "reply":
+			return "Reply"
 		}
 		return kind
+	},
+	// left is the time from now to t, as a countdown.
+	"left": func(now, t time.Time) string { return remaining(t.Sub(now)) },
+	// via names what sent an outbound message: Campaign "Spring sale", Reply.
+	"via": func(s string) string {
+		if s == "" {
+			return s
+		}
+		return strings.ToUpper(s[:1]) + s[1:]
+	},
+	"displayName": conversations.DisplayName,
+	"msgStateClass": func(state string) string {
+		switch state {
+		case "sent", "delivered", "read":
+			return "pill-ok"
+		case "failed":
+			return "pill-bad"
+		case "cancelled", "skipped_opt_out":
+			return "pill-off"
+		}
+		return "pill-warn"
 	},
 	"statusClass": func(status string) string {
 		switch status {
@@ -139,6 +165,8 @@ func parsePages() (*pages, error) {
 		"webhooks.html":       &p.webhooks,
 		"webhook.html":        &p.webhook,
 		"webhook_delete.html": &p.webhookDelete,
+		"conversations.html":  &p.conversations,
+		"thread.html":         &p.thread,
 	} {
 		if *dst, err = parse(name); err != nil {
 			return nil, err
@@ -168,7 +196,8 @@ func remaining(d time.Duration) string {
 // view is what the layout needs, plus the page's own data.
 type view struct {
 	Title string
-	// Nav is the sidebar entry of the page: "sends", "credentials" or "webhooks".
+	// Nav is the sidebar entry of the page: "sends", "conversations",
+	// "credentials" or "webhooks".
 	Nav     string
 	User    *accounts.User
 	Company credentials.Company
