@@ -68,7 +68,7 @@ SELECT a.id FROM a WHERE a.id IS NOT NULL AND EXISTS (
 // leaseSQL returns claims older than the lease to the queue (their
 // dispatcher died or stalled between claim and record); a message whose
 // attempts are spent fails instead, and one whose contact was erased
-// meanwhile (phone '': EraseContact) is cancelled, never sent again.
+// meanwhile (phone ”: EraseContact) is cancelled, never sent again.
 const leaseSQL = `
 UPDATE messages SET
 	state = (CASE WHEN phone = '' THEN 'cancelled' WHEN attempts + 1 >= $3 THEN 'failed' ELSE 'queued' END)::message_state,

@@ -46,7 +46,7 @@ type Outcome struct {
 // takes its outcome, which closes most of the duplicate window after a long
 // outage. Such a row may have been cancelled meanwhile: a send still
 // records (the provider has it), other outcomes leave it cancelled. The
-// A message whose contact was erased while it was being sent (phone '':
+// A message whose contact was erased while it was being sent (phone ”:
 // EraseContact) records its send without the wamid (it encodes the number)
 // and is cancelled instead of queued again by a retry or a release. The
 // ids are looked up by the primary key (m.id = ANY): joined to the unnest

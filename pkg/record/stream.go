@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/bus/sendsv1"
 )
 
 // ErrStreamUnreadable is a stream that could not be read: whether the
@@ -68,4 +70,37 @@ func (p *Stream) Batch(ctx context.Context, companyID int64, batchID string) (Ba
 		return Batch{}, fmt.Errorf("pending batch %s: %w", batchID, err)
 	}
 	return b, nil
+}
+
+// ReplyMessageID is the message id of the company's reply batch: recorded
+// already, or still waiting in the stream (w may be nil: the record only);
+// ok is false when neither holds it. A reply retried after a publish that
+// ended in doubt reuses the id its first attempt gave, so that the 202 of
+// the retry names the message the dispatcher records.
+func ReplyMessageID(ctx context.Context, db DB, w *Stream, companyID int64, batchID string) (id int64, ok bool, err error) {
+	err = db.QueryRow(ctx, `SELECT id FROM messages WHERE batch_id = $1::uuid AND company_id = $2 LIMIT 1`, batchID, companyID).Scan(&id)
+	switch {
+	case err == nil:
+		return id, true, nil
+	case !errors.Is(err, pgx.ErrNoRows):
+		return 0, false, fmt.Errorf("reply %s: %w", batchID, err)
+	case w == nil:
+		return 0, false, nil
+	}
+	s, err := w.handle(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	m, _, err := w.cfg.FindBatch(ctx, s, companyID, batchID)
+	if errors.Is(err, bus.ErrBatchNotInStream) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: look up reply %s: %v", ErrStreamUnreadable, batchID, err)
+	}
+	r, isReply := m.(*sendsv1.ReplyBatch)
+	if !isReply || r.GetMessageId() <= 0 {
+		return 0, false, nil
+	}
+	return r.GetMessageId(), true, nil
 }

@@ -81,3 +81,52 @@ func TestStreamBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestReplyMessageID: a reply's message id is found in the stream while it
+// waits there, in the record once expanded, and nowhere for a batch never
+// published, or another company's.
+func TestReplyMessageID(t *testing.T) {
+	f := newFixture(t)
+	ctx := f.ctx
+	srv := bustest.NewServer(t)
+	cfg := bustest.Config(srv.URL())
+	nc, err := bus.Connect(cfg, "reply-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.EnsureStream(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	s := record.NewStream(js, cfg)
+	var msgID int64
+	if err := f.pool.QueryRow(ctx, `SELECT nextval('messages_id_seq')`).Scan(&msgID); err != nil {
+		t.Fatal(err)
+	}
+	id := uuid.Must(uuid.NewV7()).String()
+	b := &sendsv1.ReplyBatch{BatchId: id, CompanyId: f.comp.ID, MessageId: msgID, Phone: "+14155550900",
+		MessagingAccountId: f.camp.MessagingAccountID, TemplateId: f.camp.TemplateID, AcceptedAt: timestamppb.New(f.now)}
+	raw, _ := proto.Marshal(b)
+	if _, err := js.Publish(ctx, bus.ForBatch(cfg.CompanySubject(bus.KindReplyBatches, f.comp.ID), id), raw, jetstream.WithMsgID(id)); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := record.ReplyMessageID(ctx, f.pool, s, f.comp.ID, id); err != nil || !ok || got != msgID {
+		t.Fatalf("in the stream: %d %v %v, want %d", got, ok, err, msgID)
+	}
+	if _, ok, err := record.ReplyMessageID(ctx, f.pool, s, f.other.ID, id); err != nil || ok {
+		t.Fatalf("another company's: %v %v", ok, err)
+	}
+	if _, ok, err := record.ReplyMessageID(ctx, f.pool, s, f.comp.ID, uuid.Must(uuid.NewV7()).String()); err != nil || ok {
+		t.Fatalf("never published: %v %v", ok, err)
+	}
+	if _, err := f.exp.Reply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := record.ReplyMessageID(ctx, f.pool, nil, f.comp.ID, id); err != nil || !ok || got != msgID {
+		t.Fatalf("recorded: %d %v %v, want %d", got, ok, err, msgID)
+	}
+}

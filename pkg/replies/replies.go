@@ -7,10 +7,12 @@
 package replies
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -28,6 +30,9 @@ type Conversations interface {
 	TargetReply(ctx context.Context, companyID int64, phone string, accountID int64) (record.ReplyTarget, error)
 	// QuotedWamid is record.QuotedWamid.
 	QuotedWamid(ctx context.Context, companyID int64, phone, key string) (string, error)
+	// PriorMessageID is the message id an earlier attempt of the reply
+	// batch gave it (record.ReplyMessageID); ok false when none did.
+	PriorMessageID(ctx context.Context, companyID int64, batchID string) (id int64, ok bool, err error)
 	// TemplateByName is the company's template of that name (and language,
 	// when not ""); catalog.ErrNotFound when there is none, ErrAmbiguous
 	// when the name has several languages and none was given.
@@ -67,7 +72,17 @@ type Meta struct {
 	IdempotencyKey string
 	// BatchID, when set, is reused (a retried publish that ended in doubt).
 	BatchID string
+	// Source is what asked for the reply, recorded with its batch:
+	// bus.SourceMessagesSend (the API, also when empty), SourceConsole,
+	// SourceParleyctl.
+	Source bus.Source
 }
+
+// The sources of replies that do not come through the API.
+const (
+	SourceConsole   bus.Source = "console:conversations"
+	SourceParleyctl bus.Source = "parleyctl:conversations"
+)
 
 // Accepted is a reply in the stream: its batch and its message.
 type Accepted struct {
@@ -81,6 +96,9 @@ type Accepted struct {
 var (
 	ErrAccountNotFound  = errors.New("messaging account not found")
 	ErrTemplateNotFound = errors.New("template not found")
+	// ErrPriorUnknown: a retried reply whose earlier attempt cannot be
+	// looked up (the stream cannot be read); nothing was published.
+	ErrPriorUnknown = errors.New("the earlier attempt of this reply cannot be looked up")
 )
 
 // Problem is one reason a reply cannot be sent as asked, in the shape of a
@@ -126,7 +144,9 @@ func New(store Conversations, pub Publisher, now func() time.Time) *Service {
 // with the number is closed (or was never opened): 422, only a template may
 // be sent.
 type WindowClosedError struct {
-	Phone       string
+	Phone string
+	// AccountName is the number's name; "" when the contact never wrote to
+	// any of the company's numbers.
 	AccountName string
 	// Window is nil when the contact never wrote to the number.
 	Window *record.Window
@@ -134,7 +154,11 @@ type WindowClosedError struct {
 
 func (e *WindowClosedError) Error() string {
 	if e.Window == nil {
-		return fmt.Sprintf("%s has never written to %q: a session message can only answer a contact inside the 24-hour customer service window; send a template message", e.Phone, e.AccountName)
+		to := "any of your numbers"
+		if e.AccountName != "" {
+			to = strconv.Quote(e.AccountName)
+		}
+		return fmt.Sprintf("%s has never written to %s: a session message can only answer a contact inside the 24-hour customer service window; send a template message", e.Phone, to)
 	}
 	return fmt.Sprintf("The 24-hour customer service window with %s on %q ended at %s (24 hours after the contact's last message, at %s): only a template message can be sent until the contact writes again",
 		e.Phone, e.AccountName, e.Window.ExpiresAt.UTC().Format(time.RFC3339), e.Window.LastInboundAt.UTC().Format(time.RFC3339))
@@ -152,12 +176,24 @@ func (s *Service) Send(ctx context.Context, m Meta, req Request) (Accepted, erro
 	case errors.Is(err, record.ErrNotFound):
 		return Accepted{}, ErrAccountNotFound
 	case errors.Is(err, record.ErrNoConversation) && req.Session != nil:
-		return Accepted{}, &WindowClosedError{Phone: req.Phone, AccountName: "any of your numbers"}
+		return Accepted{}, &WindowClosedError{Phone: req.Phone}
 	case errors.Is(err, record.ErrNoConversation):
 		return Accepted{}, &InvalidError{Problems: []Problem{{Type: "missing", Loc: []any{"body", "messaging_account_id"},
 			Msg: "Field required: " + req.Phone + " has never written to any of your numbers, so name the number to send from", Input: nil}}}
 	case err != nil:
 		return Accepted{}, fmt.Errorf("target reply: %w", err)
+	}
+	if m.BatchID != "" {
+		// A retry of a publish that ended in doubt: the first attempt may be
+		// in the stream (or recorded) with its message id; the 202 must name
+		// that one.
+		id, ok, err := s.store.PriorMessageID(ctx, m.CompanyID, m.BatchID)
+		if err != nil {
+			return Accepted{BatchID: m.BatchID}, fmt.Errorf("%w: %v", ErrPriorUnknown, err)
+		}
+		if ok {
+			t.MessageID = id
+		}
 	}
 	if !t.Connected {
 		return Accepted{}, &InvalidError{Problems: []Problem{{Type: "account_disconnected", Loc: []any{"body", "messaging_account_id"},
@@ -166,7 +202,7 @@ func (s *Service) Send(ctx context.Context, m Meta, req Request) (Accepted, erro
 	msg := &sendsv1.ReplyBatch{
 		BatchId: m.BatchID, CompanyId: m.CompanyID, MessageId: t.MessageID, Phone: req.Phone,
 		MessagingAccountId: t.AccountID, AcceptedAt: timestamppb.New(s.now().UTC()),
-		IdempotencyKey: m.IdempotencyKey, Source: string(bus.SourceMessagesSend),
+		IdempotencyKey: m.IdempotencyKey, Source: string(cmp.Or(m.Source, bus.SourceMessagesSend)),
 	}
 	if req.Session != nil {
 		if t.Window == nil || !t.Window.Open {

@@ -20,7 +20,21 @@ import (
 type Store struct {
 	pool      *pgxpool.Pool
 	templates *catalog.Store
+	stream    *record.Stream
 	now       func() time.Time
+}
+
+// WithStream lets the store find a reply still waiting in the SENDS stream
+// (PriorMessageID): the gateway's, whose publishes can end in doubt.
+func (s *Store) WithStream(js jetstream.JetStream, cfg bus.Config) *Store {
+	s.stream = record.NewStream(js, cfg)
+	return s
+}
+
+// PriorMessageID is record.ReplyMessageID: the message id an earlier
+// attempt of the reply batch gave it.
+func (s *Store) PriorMessageID(ctx context.Context, companyID int64, batchID string) (int64, bool, error) {
+	return record.ReplyMessageID(ctx, s.pool, s.stream, companyID, batchID)
 }
 
 // NewStore returns the store on pool.

@@ -135,7 +135,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 		Statuses:      records,
 		Segments:      segs,
 		Conversations: records,
-		Replies:       replies.New(replies.NewStore(pool, now), pub, now),
+		Replies:       replies.New(replies.NewStore(pool, now).WithStream(pub.JetStream(), cfg.NATS), pub, now),
 		Docs:          docs,
 		Metrics:       probe.Registry(),
 		Log:           log,

@@ -73,12 +73,19 @@ func TestConversationEndToEnd(t *testing.T) {
 	if ans["status"] != "accepted" || id <= 0 || r.header.Get("Location") != fmt.Sprintf("/api/messages/%d", id) {
 		t.Fatalf("202 %s, Location %q", r.body, r.header.Get("Location"))
 	}
+	// The number as the contact's digits, without its +, is the same contact.
+	r = s.post("/api/messages", tn.key, fmt.Sprintf(`{"to":%q,"type":"reaction","reaction":{"message_id":%q,"emoji":"👍"}}`,
+		strings.TrimPrefix(phone, "+"), q.ID))
+	if r.status != 202 {
+		t.Fatalf("reaction to a number without its +: %d %s", r.status, r.body)
+	}
+	s.waitMessage(tn.key, int64(r.json(t)["message_id"].(float64)), 10*time.Second, "sent", "delivered", "read")
 	m := s.waitMessage(tn.key, id, 10*time.Second, "delivered", "read")
 	if m["kind"] != "reply" || m["direction"] != "outbound" {
 		t.Fatalf("the reply: %v", m)
 	}
-	if got := s.sim.SendCount(strings.TrimPrefix(phone, "+")); got != 1 {
-		t.Fatalf("provider-sim received %d messages for %s, want 1", got, phone)
+	if got := s.sim.SendCount(strings.TrimPrefix(phone, "+")); got != 2 {
+		t.Fatalf("provider-sim received %d messages for %s, want 2 (the answer and the reaction)", got, phone)
 	}
 
 	r = s.do(http.MethodGet, "/api/contacts/"+phone+"/messages", tn.key, nil)
@@ -93,8 +100,8 @@ func TestConversationEndToEnd(t *testing.T) {
 	if err := json.Unmarshal(r.body, &page); err != nil || r.status != 200 {
 		t.Fatalf("thread: %d %s", r.status, r.body)
 	}
-	if len(page.Messages) != 2 || page.Messages[0].Direction != "outbound" || page.Messages[0].ID != id ||
-		page.Messages[1].Direction != "inbound" || page.Messages[1].Type != "text" {
+	if len(page.Messages) != 3 || page.Messages[1].Direction != "outbound" || page.Messages[1].ID != id ||
+		page.Messages[2].Direction != "inbound" || page.Messages[2].Type != "text" {
 		t.Fatalf("thread, newest first: %s", r.body)
 	}
 	// The inbound message by its wamid, as a support ticket quotes it.

@@ -298,7 +298,7 @@ conversations show, or batches show <batch_id>).`),
 				return err
 			}
 		}
-		acc, err := s.Reply(ctx, co.ID, req)
+		acc, err := s.Reply(ctx, co.ID, replies.SourceParleyctl, req)
 		if err != nil {
 			return replyErr(co, from, tpl, acc, err)
 		}

@@ -205,7 +205,7 @@ func (c *Console) reply(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u := currentUser(r.Context())
-	acc, err := c.Conversations.Reply(r.Context(), u.CompanyID, replies.Request{Phone: number, AccountID: form.From, Session: session})
+	acc, err := c.Conversations.Reply(r.Context(), u.CompanyID, replies.SourceConsole, replies.Request{Phone: number, AccountID: form.From, Session: session})
 	var closed *replies.WindowClosedError
 	var invalid *replies.InvalidError
 	switch {

@@ -367,10 +367,11 @@ func TextSession(text string) (*whatsapp.Session, error) {
 }
 
 // Reply sends one reply to phone from accountID (0: the number the
-// contact wrote to last), as POST /api/messages does: a session message
+// contact wrote to last), as POST /api/messages does, recorded as asked
+// by source (replies.SourceConsole, replies.SourceParleyctl): a session message
 // inside the contact's window (a *replies.WindowClosedError outside it), or
 // a template at any time. The errors are pkg/replies' and TextSession's.
-func (s *Store) Reply(ctx context.Context, companyID int64, req replies.Request) (replies.Accepted, error) {
+func (s *Store) Reply(ctx context.Context, companyID int64, source bus.Source, req replies.Request) (replies.Accepted, error) {
 	if s.replies == nil {
 		return replies.Accepted{}, ErrReadOnly
 	}
@@ -383,7 +384,7 @@ func (s *Store) Reply(ctx context.Context, companyID int64, req replies.Request)
 	if err != nil {
 		return replies.Accepted{}, err
 	}
-	return s.replies.Send(ctx, replies.Meta{CompanyID: companyID, BatchID: batchID}, req)
+	return s.replies.Send(ctx, replies.Meta{CompanyID: companyID, BatchID: batchID, Source: source}, req)
 }
 
 // DisplayName is how a person is named: the company's own first and last

@@ -171,7 +171,7 @@ func (h *handlers) sendMessage(c *gin.Context) {
 			ps[i] = problem{Type: p.Type, Loc: p.Loc, Msg: p.Msg, Input: p.Input}
 		}
 		abortProblems(c, ps)
-	case errors.Is(err, sends.ErrUnavailable):
+	case errors.Is(err, sends.ErrUnavailable) || errors.Is(err, replies.ErrPriorUnknown):
 		h.log.Warn("publish to the stream failed; answered 503", zap.String("route", RouteMessageSend.Name), zap.Error(err))
 		hold.doubt(r.BatchID)
 		abortUnavailable(c)
@@ -206,7 +206,8 @@ func decodeReply(body []byte, contentType string) (replies.Request, []problem, e
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	_ = dec.Decode(&raw) // the schema parsed it already
-	req := replies.Request{Phone: env.To}
+	to, _ := phone.Normalize(env.To) // the schema held it to the pattern
+	req := replies.Request{Phone: to}
 	if env.AccountID != nil {
 		req.AccountID = *env.AccountID
 	}
