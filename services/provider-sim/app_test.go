@@ -61,13 +61,14 @@ func TestServiceServesSendsProbesAndShutsDown(t *testing.T) {
 	}
 
 	for path, want := range map[string]string{
-		"/healthz":       `"ok"`,
-		"/readyz":        `"ready"`,
-		"/metrics":       "parley_provider_sim_sends_total 2",
-		"/_sim/stats":    `"accepted":2`,
-		"/_sim/faults":   `"+1999*"`,
-		"/_sim/accounts": `"throughput_per_second":1`,
-		"/_sim/rules":    `{"service_window":"24h0m0s","enforce_service_window":true,"service_window_error":"status"}`,
+		"/healthz":         `"ok"`,
+		"/readyz":          `"ready"`,
+		"/metrics":         "parley_provider_sim_sends_total 2",
+		"/_sim/stats":      `"accepted":2`,
+		"/_sim/faults":     `"+1999*"`,
+		"/_sim/accounts":   `"throughput_per_second":1`,
+		"/_sim/rules":      `{"service_window":"24h0m0s","enforce_service_window":true,"service_window_error":"status","time_scale":1,`,
+		"/_sim/portfolios": `"tier":"TIER_UNLIMITED"`,
 	} {
 		resp, err := http.Get(base + path)
 		if err != nil {

@@ -14,6 +14,8 @@ import (
 // endpoints have no authentication: the simulator is a loopback test tool.
 //
 //	POST   /{version}/{phone_number_id}/messages   the Cloud API send
+//	POST   /{version}/{waba_id}/message_templates  create a template (PENDING, then reviewed)
+//	GET    /{version}/{waba_id}/message_templates  list templates (name, status, category, language; paged)
 //	GET    /_sim/stats                             Stats
 //	GET    /_sim/messages?to=&phone_number_id=&limit=   received messages, oldest first
 //	GET    /_sim/recipients?min=2&limit=           recipients by send count (duplicates)
@@ -22,18 +24,28 @@ import (
 //	GET    /_sim/faults, PATCH /_sim/faults        fault switches (PATCH merges)
 //	POST   /_sim/replies                           a user's message (any type), posted signed to the callback URL
 //	POST   /_sim/replies/batch                     {"replies":[...]}: several in one webhook
-//	GET    /_sim/rules, PATCH /_sim/rules          policies: the customer service window (PATCH merges)
+//	GET    /_sim/rules, PATCH /_sim/rules          policies: window, templates, limits, pair rate, time scale (PATCH merges)
 //	GET    /_sim/windows/{phone_number_id}/{user}  one user's customer service window
 //	GET    /_sim/callbacks, PATCH /_sim/callbacks  status webhook settings (PATCH merges)
 //	GET    /_sim/accounts                          served numbers (no tokens)
-//	PUT    /_sim/accounts/{phone_number_id}        {"token","throughput_per_second"}
+//	PUT    /_sim/accounts/{phone_number_id}        {"token","throughput_per_second","waba_id","portfolio_id"}
 //	DELETE /_sim/accounts/{phone_number_id}
-//	GET    /_sim/templates                         registered templates
-//	PUT    /_sim/templates/{name}/{language}       {"header","body_parameters","url_buttons"}
+//	GET    /_sim/portfolios                        portfolios: tier, numbers, users reached, refusals
+//	PUT    /_sim/portfolios/{portfolio_id}         {"tier":"TIER_2K"}: phone_number_quality_update
+//	GET    /_sim/templates                         every template with its status, quality, pauses
+//	PUT    /_sim/templates/{name}/{language}       {"header","body_parameters","url_buttons","category"}: APPROVED, for every account
 //	DELETE /_sim/templates/{name}/{language}
+//	DELETE /_sim/templates/{id}                    any template
+//	POST   /_sim/templates/{id}/review             {"status":"APPROVED|REJECTED","reason"}: decide a PENDING one now
+//	POST   /_sim/templates/{id}/quality            {"quality":"GREEN|YELLOW|RED"}: message_template_quality_update
+//	POST   /_sim/templates/{id}/category           {"category":"MARKETING"}: template_category_update
+//	POST   /_sim/templates/{id}/pause              PAUSED 3h, then 6h, DISABLED the third time
+//	POST   /_sim/templates/{id}/unpause            APPROVED at once
 func (s *Sim) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /{version}/{phone_number_id}/messages", s.handleSend)
+	mux.HandleFunc("POST /{version}/{waba_id}/message_templates", s.handleCreateTemplate)
+	mux.HandleFunc("GET /{version}/{waba_id}/message_templates", s.handleListTemplates)
 	mux.HandleFunc("GET /_sim/stats", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, s.Stats()) })
 	mux.HandleFunc("GET /_sim/messages", s.handleMessages)
 	mux.HandleFunc("GET /_sim/recipients", s.handleRecipients)
@@ -64,7 +76,27 @@ func (s *Sim) routes() *http.ServeMux {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
-	mux.HandleFunc("GET /_sim/templates", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, s.Templates()) })
+	mux.HandleFunc("GET /_sim/portfolios", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, s.Portfolios()) })
+	mux.HandleFunc("PUT /_sim/portfolios/{portfolio_id}", s.handlePutPortfolio)
+	mux.HandleFunc("GET /_sim/templates", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, s.TemplateStates()) })
+	mux.HandleFunc("DELETE /_sim/templates/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if !s.RemoveTemplateByID(r.PathValue("id")) {
+			writeDetail(w, http.StatusNotFound, "no such template")
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("POST /_sim/templates/{id}/review", s.handleReviewTemplate)
+	mux.HandleFunc("POST /_sim/templates/{id}/quality", s.handleTemplateQuality)
+	mux.HandleFunc("POST /_sim/templates/{id}/category", s.handleTemplateCategory)
+	mux.HandleFunc("POST /_sim/templates/{id}/pause", func(w http.ResponseWriter, r *http.Request) {
+		t, err := s.PauseTemplate(r.PathValue("id"))
+		s.lifecycleAnswer(w, t, err)
+	})
+	mux.HandleFunc("POST /_sim/templates/{id}/unpause", func(w http.ResponseWriter, r *http.Request) {
+		t, err := s.UnpauseTemplate(r.PathValue("id"))
+		s.lifecycleAnswer(w, t, err)
+	})
 	mux.HandleFunc("PUT /_sim/templates/{name}/{language}", s.handlePutTemplate)
 	mux.HandleFunc("DELETE /_sim/templates/{name}/{language}", func(w http.ResponseWriter, r *http.Request) {
 		if !s.RemoveTemplate(r.PathValue("name"), r.PathValue("language")) {
@@ -221,9 +253,13 @@ func (s *Sim) handlePatchFaults(w http.ResponseWriter, r *http.Request) {
 	if p.StoppedMarketing != nil {
 		f.StoppedMarketing = *p.StoppedMarketing
 	}
-	if err := s.SetFaults(f); err != nil {
+	if err := s.storeFaults(f); err != nil {
 		writeDetail(w, http.StatusBadRequest, err.Error())
 		return
+	}
+	// pair_interval_ms is the old spelling of the rule pair_rate_interval.
+	if p.PairIntervalMS != nil {
+		s.setPairRate(f.PairInterval)
 	}
 	writeJSON(w, http.StatusOK, viewFaults(s.Faults()))
 }
@@ -321,5 +357,7 @@ func (s *Sim) handlePutTemplate(w http.ResponseWriter, r *http.Request) {
 		writeDetail(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, t)
+	if st, ok := s.FindTemplate("", t.Name, t.Language); ok {
+		writeJSON(w, http.StatusOK, st)
+	}
 }

@@ -28,13 +28,17 @@ type cbEvent struct {
 	epoch     uint64
 	attempt   int
 	pnid      string
+	waba      string
 	wamid     string
 	recipient string
 	status    whatsapp.Status
 	// failCode is the error of a failed status (131026, 131047).
 	failCode int
-	// session marks a session message: billed as service, not marketing.
+	// session marks a session message: billed as service.
 	session bool
+	// category is a template's (MARKETING, UTILITY, AUTHENTICATION): how
+	// it is billed.
+	category string
 }
 
 type eventHeap []cbEvent
@@ -157,9 +161,9 @@ func (c *callbacks) stop() {
 
 // accepted queues the first status of an accepted send: failed with
 // failCode (131026 for an undeliverable number, 131047 outside the
-// customer service window) when it is not zero, else sent. Nothing is
-// queued while callbacks are off.
-func (c *callbacks) accepted(pnid, wamid, recipient string, failCode int, session bool, now time.Time) {
+// customer service window, 131049 or the rules' code past a limit) when
+// it is not zero, else sent. Nothing is queued while callbacks are off.
+func (c *callbacks) accepted(acc *account, wamid, recipient string, failCode int, session bool, category string, now time.Time) {
 	set := c.s.cbSet.Load()
 	if set.URL == "" {
 		return
@@ -170,8 +174,8 @@ func (c *callbacks) accepted(pnid, wamid, recipient string, failCode int, sessio
 	}
 	c.enqueue(cbEvent{
 		due: now.Add(set.SentDelay).UnixNano(), epoch: c.epoch.Load(),
-		pnid: pnid, wamid: wamid, recipient: recipient, status: st,
-		failCode: failCode, session: session,
+		pnid: acc.id, waba: acc.waba, wamid: wamid, recipient: recipient, status: st,
+		failCode: failCode, session: session, category: category,
 	})
 }
 
@@ -327,9 +331,10 @@ type statusError struct{ code int }
 
 func (e *statusError) Error() string { return "receiver answered HTTP " + strconv.Itoa(e.code) }
 
-// payload builds the real webhook body: one entry per phone number (the
-// simulator uses the phone number id as the WABA id and display number,
-// which it does not know), each with its statuses in batch order.
+// payload builds the real webhook body: one entry per phone number (with
+// its account's WABA id; the phone number id stands in for the display
+// number, which the simulator does not know), each with its statuses in
+// batch order.
 func payload(batch []cbEvent, now time.Time) whatsapp.WebhookPayload {
 	ts := strconv.FormatInt(now.Unix(), 10)
 	p := whatsapp.WebhookPayload{Object: whatsapp.WebhookObject}
@@ -340,7 +345,7 @@ func payload(batch []cbEvent, now time.Time) whatsapp.WebhookPayload {
 			i = len(p.Entry)
 			index[e.pnid] = i
 			p.Entry = append(p.Entry, whatsapp.WebhookEntry{
-				ID: e.pnid,
+				ID: e.waba,
 				Changes: []whatsapp.WebhookChange{{
 					Field: "messages",
 					Value: whatsapp.WebhookValue{
@@ -355,10 +360,11 @@ func payload(batch []cbEvent, now time.Time) whatsapp.WebhookPayload {
 		case whatsapp.StatusFailed:
 			ws.Errors = []whatsapp.WebhookError{failedStatusError(e.failCode)}
 		case whatsapp.StatusSent, whatsapp.StatusDelivered:
-			// A template is billed as marketing; a session message inside
-			// the window is a free service message (per-message pricing,
-			// July 2025).
-			category, pricing := "marketing", &whatsapp.WebhookPricing{Billable: true, PricingModel: "PMP", Category: "marketing", Type: "regular"}
+			// A template is billed in its category; a session message
+			// inside the window is a free service message (per-message
+			// pricing, July 2025).
+			category := categoryPricing(e.category)
+			pricing := &whatsapp.WebhookPricing{Billable: true, PricingModel: "PMP", Category: category, Type: "regular"}
 			if e.session {
 				category, pricing = "service", &whatsapp.WebhookPricing{Billable: false, PricingModel: "PMP", Category: "service", Type: "free_customer_service"}
 			}
@@ -378,15 +384,27 @@ func payload(batch []cbEvent, now time.Time) whatsapp.WebhookPayload {
 // failedStatusError is the error of a failed status, as the Cloud API words it.
 func failedStatusError(code int) whatsapp.WebhookError {
 	const href = "https://developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes/"
-	if code == codeReengagement {
+	switch code {
+	case codeReengagement:
 		return whatsapp.WebhookError{
 			Code: codeReengagement, Title: "Re-engagement message", Message: "Re-engagement message",
 			ErrorData: &whatsapp.WebhookErrorData{Details: reengagementDetails}, Href: href,
 		}
+	case 131026:
+		return whatsapp.WebhookError{
+			Code: 131026, Title: "Message undeliverable", Message: "Message undeliverable",
+			ErrorData: &whatsapp.WebhookErrorData{Details: "Message Undeliverable."}, Href: href,
+		}
+	case codeMarketingLimit:
+		return whatsapp.WebhookError{
+			Code: code, Title: marketingLimitTitle, Message: marketingLimitTitle,
+			ErrorData: &whatsapp.WebhookErrorData{Details: marketingLimitDetails}, Href: href,
+		}
 	}
+	// Past the messaging limit with the code the rules chose.
 	return whatsapp.WebhookError{
-		Code: 131026, Title: "Message undeliverable", Message: "Message undeliverable",
-		ErrorData: &whatsapp.WebhookErrorData{Details: "Message Undeliverable."}, Href: href,
+		Code: code, Title: messagingLimitTitle, Message: messagingLimitTitle,
+		ErrorData: &whatsapp.WebhookErrorData{Details: messagingLimitDetails}, Href: href,
 	}
 }
 

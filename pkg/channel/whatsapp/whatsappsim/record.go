@@ -28,8 +28,10 @@ type Received struct {
 	// gets a failed status instead of sent/delivered/read.
 	Undeliverable bool `json:"undeliverable"`
 	// FailedWith is the error code of the failed status the message gets
-	// instead of sent/delivered/read: 131026 (undeliverable) or 131047
-	// (outside the customer service window); 0 when it is delivered.
+	// instead of sent/delivered/read: 131026 (undeliverable), 131047
+	// (outside the customer service window), 131049 (the per-user
+	// marketing limit) or the rules' messaging limit code (131049 by
+	// default); 0 when it is delivered.
 	FailedWith int       `json:"failed_with,omitempty"`
 	ReceivedAt time.Time `json:"received_at"`
 }
@@ -186,11 +188,16 @@ type counters struct {
 	sessions     atomic.Int64
 	windowClosed atomic.Int64
 	inbound      atomic.Int64
-	byCode       map[int]*atomic.Int64 // fixed keys: read without a lock
+	// marketingDeclined and limitRefused count the template sends failed
+	// by the per-user marketing limit and refused past a portfolio's
+	// messaging limit.
+	marketingDeclined atomic.Int64
+	limitRefused      atomic.Int64
+	byCode            map[int]*atomic.Int64 // fixed keys: read without a lock
 }
 
 // codesAnswered are the error codes the simulator can answer.
-var codesAnswered = []int{100, 190, 130429, 131000, 131008, 131009, 131016, 131047, 131056, 132000, 132001, 132012}
+var codesAnswered = []int{100, 190, 130429, 131000, 131008, 131009, 131016, 131047, 131049, 131056, 132000, 132001, 132012, 132015, 132016}
 
 func (c *counters) init() {
 	c.byCode = make(map[int]*atomic.Int64, len(codesAnswered))
@@ -214,6 +221,8 @@ func (c *counters) reset() {
 	c.sessions.Store(0)
 	c.windowClosed.Store(0)
 	c.inbound.Store(0)
+	c.marketingDeclined.Store(0)
+	c.limitRefused.Store(0)
 	for _, n := range c.byCode {
 		n.Store(0)
 	}
@@ -232,6 +241,12 @@ type Stats struct {
 	WindowClosed int64 `json:"window_closed"`
 	// Inbound counts the user messages played (POST /_sim/replies).
 	Inbound int64 `json:"inbound"`
+	// MessagingLimitRefused counts the template sends refused because
+	// their portfolio had reached its messaging limit (by status or
+	// answer); MarketingLimitDeclined those failed with 131049 by the
+	// per-user marketing limit.
+	MessagingLimitRefused  int64 `json:"messaging_limit_refused"`
+	MarketingLimitDeclined int64 `json:"marketing_limit_declined"`
 	// Windows is the number of (number, user) service windows remembered;
 	// UntrackedWindows the user messages past the MaxRecipients cap, whose
 	// windows were not remembered.
@@ -256,7 +271,9 @@ type Stats struct {
 	// Buffered is the number of messages kept for inspection.
 	Buffered  int           `json:"buffered"`
 	Callbacks CallbackStats `json:"callbacks"`
-	Caps      Caps          `json:"caps"`
+	// AccountWebhooks are the template and messaging limit webhooks.
+	AccountWebhooks AccountWebhookStats `json:"account_webhooks"`
+	Caps            Caps                `json:"caps"`
 }
 
 // CallbackStats count the status webhooks.
@@ -296,7 +313,10 @@ func (s *Sim) Stats() Stats {
 			MaxRecipients: s.cfg.MaxRecipients,
 			CallbackQueue: s.cfg.Callbacks.QueueSize,
 		},
-		Callbacks: s.cb.stats(),
+		Callbacks:              s.cb.stats(),
+		AccountWebhooks:        s.notes.stats(),
+		MessagingLimitRefused:  s.counts.limitRefused.Load(),
+		MarketingLimitDeclined: s.counts.marketingDeclined.Load(),
 	}
 	st.Windows, st.UntrackedWindows = s.windows.stats()
 	for code, n := range s.counts.byCode {

@@ -97,9 +97,15 @@ type wireErrorData struct {
 	Details          string `json:"details"`
 }
 
+// fail answers a send with an error, counted in the statistics.
 func (s *Sim) fail(w http.ResponseWriter, e *apiError) {
 	s.counts.error(e.code)
 	s.m.errorCode(e.code)
+	s.writeError(w, e)
+}
+
+// writeError answers any Graph API request with an error.
+func (s *Sim) writeError(w http.ResponseWriter, e *apiError) {
 	body := wireErrorBody{Message: e.message, Type: e.typ, Code: e.code, Subcode: e.subcode, TraceID: s.ids.trace()}
 	if e.details != "" {
 		body.ErrorData = &wireErrorData{MessagingProduct: "whatsapp", Details: e.details}
@@ -174,8 +180,10 @@ func (s *Sim) handleSend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, decodeError(err))
 		return
 	}
+	now := time.Now()
 	digits, apiErr := validateEnvelope(&body)
 	var tplMsg whatsapp.TemplateMessage
+	var category string
 	session := body.Type != whatsapp.MessageTypeTemplate
 	if apiErr == nil {
 		if session {
@@ -186,7 +194,7 @@ func (s *Sim) handleSend(w http.ResponseWriter, r *http.Request) {
 			tplMsg = body.templateMessage()
 			apiErr = validateTemplate(&tplMsg)
 			if apiErr == nil {
-				apiErr = s.checkTemplate(&tplMsg)
+				category, apiErr = s.checkTemplate(acc, &tplMsg, now)
 			}
 		}
 	}
@@ -195,7 +203,6 @@ func (s *Sim) handleSend(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	now := time.Now()
 	if !acc.bucket.take(now.UnixNano()) {
 		s.fail(w, errThroughput)
 		return
@@ -205,13 +212,14 @@ func (s *Sim) handleSend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, errStoppedMarketing)
 		return
 	}
-	if f.PairInterval > 0 && !s.pairs.allow(pnid+":"+digits, now.UnixNano(), int64(f.PairInterval)) {
+	rules := s.rules.Load()
+	if rules.PairRateInterval > 0 && !s.pairs.allow(pnid+":"+digits, now.UnixNano(), int64(rules.PairRateInterval)) {
 		s.fail(w, errPairRate)
 		return
 	}
 	failCode := 0
 	if session {
-		if rules := s.Rules(); rules.EnforceServiceWindow && !s.windows.open(pnid, digits, now, rules.ServiceWindow) {
+		if rules.EnforceServiceWindow && !s.windows.open(pnid, digits, now, rules.ServiceWindow) {
 			s.counts.windowClosed.Add(1)
 			if rules.ServiceWindowError == WindowErrorSync {
 				s.fail(w, errReengagement)
@@ -223,6 +231,23 @@ func (s *Sim) handleSend(w http.ResponseWriter, r *http.Request) {
 	undeliverable := f.undeliverable(digits)
 	if undeliverable && failCode == 0 {
 		failCode = 131026
+	}
+	if !session && failCode == 0 {
+		// A message that is not delivered reaches no one: 131049 is decided
+		// before the messaging limit counts the user.
+		if category == whatsapp.CategoryMarketing && rules.MarketingLimitShare > 0 &&
+			s.marketing.decline(digits, now.UnixNano(), rules.scaled(MarketingLimitDay), rules.MarketingLimitShare) {
+			s.counts.marketingDeclined.Add(1)
+			failCode = codeMarketingLimit
+		} else if limit := s.limits.limit(acc.portfolio); limit > 0 && !s.windows.open(pnid, digits, now, rules.ServiceWindow) &&
+			!s.limits.reachUser(acc.portfolio, digits, now.UnixNano(), rules.scaled(MessagingLimitWindow), limit) {
+			s.counts.limitRefused.Add(1)
+			if rules.MessagingLimitError == MessagingLimitSync {
+				s.fail(w, errMessagingLimit(rules.MessagingLimitCode))
+				return
+			}
+			failCode = rules.MessagingLimitCode
+		}
 	}
 
 	id := s.ids.next()
@@ -244,7 +269,7 @@ func (s *Sim) handleSend(w http.ResponseWriter, r *http.Request) {
 	}
 	s.rec.record(rec)
 	s.m.sends.Inc()
-	s.cb.accepted(pnid, id, digits, failCode, session, now)
+	s.cb.accepted(acc, id, digits, failCode, session, category, now)
 
 	out := make([]byte, 0, 160+len(id))
 	out = append(out, `{"messaging_product":"whatsapp","contacts":[{"input":`...)

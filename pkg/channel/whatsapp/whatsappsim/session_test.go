@@ -260,6 +260,10 @@ func TestServiceWindow(t *testing.T) {
 	}
 }
 
+// rulesTail is the rules past the service window at their defaults (the
+// template, limit and pair rate rules: rules_test.go).
+const rulesTail = `,"time_scale":1,"template_review_delay":"1s","reject_templates_matching":"","template_reject_reason":"INVALID_FORMAT","pause_on_red_quality":true,"pair_rate_interval":"0s","messaging_limit_error":"status","messaging_limit_code":131049,"marketing_limit_share":0}`
+
 func TestRulesEndpoint(t *testing.T) {
 	e := start(t, whatsappsim.Config{}, 5*time.Second)
 	do := func(method, body string) (int, string) {
@@ -272,11 +276,11 @@ func TestRulesEndpoint(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, strings.TrimSpace(string(b))
 	}
-	if code, body := do("GET", ""); code != 200 || body != `{"service_window":"24h0m0s","enforce_service_window":true,"service_window_error":"status"}` {
+	if code, body := do("GET", ""); code != 200 || body != `{"service_window":"24h0m0s","enforce_service_window":true,"service_window_error":"status"`+rulesTail {
 		t.Errorf("GET: %d %s", code, body)
 	}
 	if code, body := do("PATCH", `{"service_window_error":"sync","service_window":"90s"}`); code != 200 ||
-		body != `{"service_window":"1m30s","enforce_service_window":true,"service_window_error":"sync"}` {
+		body != `{"service_window":"1m30s","enforce_service_window":true,"service_window_error":"sync"`+rulesTail {
 		t.Errorf("PATCH merges: %d %s", code, body)
 	}
 	for _, bad := range []string{`{"service_window":"a day"}`, `{"service_window":"-1h"}`, `{"service_window_error":"later"}`, `{"window":"1h"}`, `{"enforce_service_window":"yes"}`} {

@@ -3,8 +3,14 @@
 // and session messages) in the real wire format, with per-number tokens and
 // throughput, the 24-hour customer service window, switchable faults,
 // signed status webhooks, inbound messages of every type played on demand,
-// and inspection endpoints for tests and load tests. provider-sim serves it as a process; tests in any module start
-// it in-process:
+// and inspection endpoints for tests and load tests. It is as strict as the
+// Cloud API's documents where a rule says so (rules.go): template management
+// (POST and GET /{version}/{waba_id}/message_templates) with the template
+// lifecycle (PENDING, APPROVED or REJECTED, quality, category, pauses that
+// escalate to DISABLED) and its webhooks, the business portfolio's
+// messaging limit, the pair rate and the per-user marketing limit.
+// provider-sim serves it as a process; tests in any module start it
+// in-process:
 //
 //	sim, err := whatsappsim.New(whatsappsim.Config{Accounts: []whatsappsim.Account{{PhoneNumberID: "1001", Token: "t"}}})
 //	srv := httptest.NewServer(sim)
@@ -18,8 +24,9 @@
 // MessageBuffer entries, per-recipient counts and the pair limiter hold at
 // most MaxRecipients numbers each, and the status callback queue holds at
 // most Callbacks.QueueSize pending statuses (further ones are dropped and
-// counted), and the service windows at most MaxRecipients (number, user)
-// pairs.
+// counted), the service windows and the users declined by the marketing
+// limit at most MaxRecipients each, a portfolio's reached users at most its
+// tier's limit, and the account webhook queue 4,096 webhooks.
 package whatsappsim
 
 import (
@@ -64,6 +71,16 @@ type Account struct {
 	// ThroughputPerSecond is the number's send rate limit (130429 past it);
 	// zero takes Config.Throughput.
 	ThroughputPerSecond int `json:"throughput_per_second"`
+	// WABAID is the WhatsApp Business Account the number belongs to: its
+	// templates (/{version}/{waba_id}/message_templates, where the token
+	// of any of its numbers is accepted) and the entry id of its webhooks.
+	// Empty takes the phone number id: each number its own account, as
+	// the status webhooks always named it.
+	WABAID string `json:"waba_id,omitempty"`
+	// PortfolioID is the business portfolio whose messaging limit the
+	// number shares. Empty takes the WABA id: each account its own
+	// portfolio.
+	PortfolioID string `json:"portfolio_id,omitempty"`
 }
 
 // Faults are the switchable misbehaviours. The zero value is a healthy API.
@@ -79,9 +96,10 @@ type Faults struct {
 	// connection is closed. Such a send is not recorded: the provider never
 	// processed it.
 	TimeoutRate float64
-	// PairInterval is the shortest gap between two accepted sends from one
-	// number to one recipient; a closer one gets 131056. Zero turns the
-	// pair rate limit off.
+	// PairInterval is the old spelling of Rules.PairRateInterval, kept
+	// working: in Config.Faults it seeds the rule when Config.Rules sets
+	// none; SetFaults with a positive value sets the rule; Faults reports
+	// the rule.
 	PairInterval time.Duration
 	// Undeliverable numbers are accepted (200 and a wamid) and then get a
 	// failed status with 131026, as the real API does for a number not on
@@ -189,7 +207,11 @@ func (c Config) withDefaults() Config {
 	}
 	r := DefaultRules()
 	if c.Rules != nil {
-		r = *c.Rules // a copy: the caller's value may change later
+		r = c.Rules.withDefaults() // a copy: the caller's value may change later
+	}
+	// The old spelling of the pair rate: Faults.PairInterval.
+	if r.PairRateInterval == 0 && c.Faults.PairInterval > 0 {
+		r.PairRateInterval = c.Faults.PairInterval
 	}
 	c.Rules = &r
 	return c
@@ -202,20 +224,26 @@ type Sim struct {
 	mux *http.ServeMux
 	log *zap.Logger
 
-	accMu     sync.Mutex // serialises writers of accounts and templates
+	accMu     sync.Mutex // serialises writers of accounts
 	accounts  atomic.Pointer[map[string]*account]
-	templates atomic.Pointer[map[string]TemplateSpec]
+	tplMu     sync.Mutex // serialises template changes (and their timers)
+	templates atomic.Pointer[map[string]*tmpl]
+	tplIDs    atomic.Int64
+	tierMu    sync.Mutex // serialises tier changes, so their webhooks keep order
 	faults    atomic.Pointer[faultState]
 	cbSet     atomic.Pointer[CallbackSettings]
-	rules     atomic.Pointer[Rules]
+	rules     atomic.Pointer[ruleState]
 
-	ids     idGen
-	counts  counters
-	rec     *recorder
-	pairs   *pairLimiter
-	windows *windows
-	cb      *callbacks
-	m       *metrics
+	ids       idGen
+	counts    counters
+	rec       *recorder
+	pairs     *pairLimiter
+	windows   *windows
+	limits    *limits
+	marketing *marketingLimit
+	cb        *callbacks
+	notes     *notifier
+	m         *metrics
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -225,12 +253,14 @@ type Sim struct {
 func New(cfg Config) (*Sim, error) {
 	cfg = cfg.withDefaults()
 	s := &Sim{
-		cfg:     cfg,
-		log:     cfg.Log,
-		rec:     newRecorder(cfg.MessageBuffer, cfg.MaxRecipients),
-		pairs:   newPairLimiter(cfg.MaxRecipients),
-		windows: newWindows(cfg.MaxRecipients),
-		closing: make(chan struct{}),
+		cfg:       cfg,
+		log:       cfg.Log,
+		rec:       newRecorder(cfg.MessageBuffer, cfg.MaxRecipients),
+		pairs:     newPairLimiter(cfg.MaxRecipients),
+		windows:   newWindows(cfg.MaxRecipients),
+		limits:    newLimits(),
+		marketing: newMarketingLimit(cfg.MaxRecipients),
+		closing:   make(chan struct{}),
 	}
 	s.counts.init()
 	if err := s.ids.init(); err != nil {
@@ -248,14 +278,16 @@ func New(cfg Config) (*Sim, error) {
 		accs[a.PhoneNumberID] = acc
 	}
 	s.accounts.Store(&accs)
-	s.templates.Store(&map[string]TemplateSpec{})
-	if err := s.SetFaults(cfg.Faults); err != nil {
+	s.templates.Store(&map[string]*tmpl{})
+	// Template ids look like Meta's: 15 digits or so, unique across restarts.
+	s.tplIDs.Store(1_000_000_000_000_000 + mrand.Int64N(1_000_000_000_000_000))
+	if err := s.SetRules(*cfg.Rules); err != nil {
+		return nil, err
+	}
+	if err := s.storeFaults(cfg.Faults); err != nil {
 		return nil, err
 	}
 	if err := s.SetCallbacks(cfg.Callbacks.CallbackSettings); err != nil {
-		return nil, err
-	}
-	if err := s.SetRules(*cfg.Rules); err != nil {
 		return nil, err
 	}
 	m, err := newMetrics(cfg.Registerer)
@@ -268,6 +300,8 @@ func New(cfg Config) (*Sim, error) {
 		return nil, err
 	}
 	s.cb.start()
+	s.notes = newNotifier(s)
+	s.notes.start()
 	s.mux = s.routes()
 	return s, nil
 }
@@ -280,17 +314,22 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTT
 func (s *Sim) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closing)
+		s.stopTemplateTimers()
+		s.notes.stop()
 		s.cb.stop()
 	})
 	return nil
 }
 
-// account is a served number: its token and throughput bucket.
+// account is a served number: its token and throughput bucket, its
+// WhatsApp Business Account and business portfolio.
 type account struct {
-	id     string
-	bearer string // "Bearer <token>"
-	rate   int
-	bucket *bucket
+	id        string
+	bearer    string // "Bearer <token>"
+	rate      int
+	bucket    *bucket
+	waba      string
+	portfolio string
 }
 
 // Validate checks the phone number id (1 to 32 digits, as the schema has
@@ -304,8 +343,24 @@ func (a Account) Validate() error {
 		return fmt.Errorf("whatsappsim: account %s: token is empty or has spaces", a.PhoneNumberID)
 	case a.ThroughputPerSecond < 0:
 		return fmt.Errorf("whatsappsim: account %s: negative throughput", a.PhoneNumberID)
+	case a.WABAID != "" && !validPhoneNumberID(a.WABAID):
+		return fmt.Errorf("whatsappsim: account %s: waba_id %q: want 1 to 32 digits", a.PhoneNumberID, a.WABAID)
+	case a.PortfolioID != "" && !validPortfolioID(a.PortfolioID):
+		return fmt.Errorf("whatsappsim: account %s: portfolio_id %q: want 1 to 64 letters, digits, '.', '_' or '-'", a.PhoneNumberID, a.PortfolioID)
 	}
 	return nil
+}
+
+func validPortfolioID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Sim) newAccount(a Account) (*account, error) {
@@ -316,7 +371,15 @@ func (s *Sim) newAccount(a Account) (*account, error) {
 	if rate == 0 {
 		rate = s.cfg.Throughput
 	}
-	return &account{id: a.PhoneNumberID, bearer: "Bearer " + a.Token, rate: rate, bucket: newBucket(rate)}, nil
+	waba := a.WABAID
+	if waba == "" {
+		waba = a.PhoneNumberID
+	}
+	portfolio := a.PortfolioID
+	if portfolio == "" {
+		portfolio = waba
+	}
+	return &account{id: a.PhoneNumberID, bearer: "Bearer " + a.Token, rate: rate, bucket: newBucket(rate), waba: waba, portfolio: portfolio}, nil
 }
 
 func validPhoneNumberID(id string) bool {
@@ -331,7 +394,8 @@ func validPhoneNumberID(id string) bool {
 	return true
 }
 
-// SetAccount adds or replaces a served number (its token and throughput).
+// SetAccount adds or replaces a served number (its token, throughput,
+// account and portfolio).
 func (s *Sim) SetAccount(a Account) error {
 	acc, err := s.newAccount(a)
 	if err != nil {
@@ -368,12 +432,13 @@ func (s *Sim) RemoveAccount(phoneNumberID string) bool {
 	return true
 }
 
-// Accounts lists the served numbers and their throughput (not the tokens).
+// Accounts lists the served numbers with their throughput, WABA and
+// portfolio (defaults resolved), not the tokens.
 func (s *Sim) Accounts() []Account {
 	accs := *s.accounts.Load()
 	out := make([]Account, 0, len(accs))
 	for _, a := range accs {
-		out = append(out, Account{PhoneNumberID: a.id, ThroughputPerSecond: a.rate})
+		out = append(out, Account{PhoneNumberID: a.id, ThroughputPerSecond: a.rate, WABAID: a.waba, PortfolioID: a.portfolio})
 	}
 	sortAccounts(out)
 	return out
@@ -458,21 +523,42 @@ func (f Faults) state() (*faultState, error) {
 	return st, nil
 }
 
-// SetFaults replaces every fault switch.
+// SetFaults replaces every fault switch. A positive PairInterval sets
+// Rules.PairRateInterval (its old spelling); zero leaves the rule alone.
 func (s *Sim) SetFaults(f Faults) error {
+	if err := s.storeFaults(f); err != nil {
+		return err
+	}
+	if f.PairInterval > 0 {
+		s.setPairRate(f.PairInterval)
+	}
+	return nil
+}
+
+// storeFaults replaces the switches without touching the pair rate rule
+// (New and Reset: the configuration's rules already hold it).
+func (s *Sim) storeFaults(f Faults) error {
 	st, err := f.state()
 	if err != nil {
 		return err
 	}
+	st.PairInterval = 0 // the rule holds it
 	s.faults.Store(st)
 	return nil
 }
 
-// Faults returns the current switches.
+func (s *Sim) setPairRate(d time.Duration) {
+	r := s.Rules()
+	r.PairRateInterval = d
+	_ = s.SetRules(r) // d is not negative: the rules stay valid
+}
+
+// Faults returns the current switches; PairInterval is the pair rate rule.
 func (s *Sim) Faults() Faults {
 	f := s.faults.Load().Faults
 	f.Undeliverable = append([]string(nil), f.Undeliverable...)
 	f.StoppedMarketing = append([]string(nil), f.StoppedMarketing...)
+	f.PairInterval = s.Rules().PairRateInterval
 	return f
 }
 
@@ -512,19 +598,25 @@ func (s *Sim) SetCallbacks(c CallbackSettings) error {
 func (s *Sim) CallbackSettings() CallbackSettings { return *s.cbSet.Load() }
 
 // Reset clears what was received (messages, counts, statistics, the pair
-// limiter, the service windows, queued statuses), refills every throughput
-// bucket, and puts the faults, callback settings and rules back to the
-// configuration's. Accounts and templates stay: they are set-up, not state.
+// limiter, the service windows, the users each portfolio reached, the
+// users declined by the marketing limit, queued webhooks), refills every
+// throughput bucket, and puts the faults, callback settings, rules and
+// portfolio tiers (unlimited) back to the configuration's. Accounts and
+// templates (with their status, quality and pauses) stay: they are set-up,
+// not state.
 func (s *Sim) Reset() {
 	s.cb.reset()
+	s.notes.reset()
 	s.rec.reset()
 	s.pairs.reset()
 	s.windows.reset()
+	s.limits.reset()
+	s.marketing.reset()
 	_ = s.SetRules(*s.cfg.Rules)
 	for _, a := range *s.accounts.Load() {
 		a.bucket.refill()
 	}
-	_ = s.SetFaults(s.cfg.Faults)
+	_ = s.storeFaults(s.cfg.Faults)
 	_ = s.SetCallbacks(s.cfg.Callbacks.CallbackSettings)
 	s.counts.reset()
 }

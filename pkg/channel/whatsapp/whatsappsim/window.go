@@ -1,9 +1,6 @@
 package whatsappsim
 
 import (
-	"errors"
-	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -37,53 +34,6 @@ const reengagementDetails = "Message failed to send because more than 24 hours h
 
 var errReengagement = &apiError{status: 400, code: codeReengagement, typ: "OAuthException",
 	message: "(#131047) Re-engagement message", details: reengagementDetails}
-
-// Rules are the Cloud API's policies the simulator enforces; they can
-// change while it runs (GET and PATCH /_sim/rules).
-type Rules struct {
-	// ServiceWindow is how long a user's message lets the business send
-	// session messages (Meta: 24 hours).
-	ServiceWindow time.Duration
-	// EnforceServiceWindow refuses session messages to users whose window
-	// is closed or was never opened (131047). Templates are allowed at any
-	// time.
-	EnforceServiceWindow bool
-	// ServiceWindowError is how the refusal comes: WindowErrorStatus (the
-	// Cloud API's way) or WindowErrorSync.
-	ServiceWindowError string
-}
-
-// DefaultRules are Meta's: a 24-hour window, enforced, failing by status.
-func DefaultRules() Rules {
-	return Rules{ServiceWindow: DefaultServiceWindow, EnforceServiceWindow: true, ServiceWindowError: WindowErrorStatus}
-}
-
-// Validate reports every problem with the rules.
-func (r Rules) Validate() error {
-	var errs []error
-	if r.ServiceWindow <= 0 {
-		errs = append(errs, errors.New("service_window must be positive"))
-	}
-	if r.ServiceWindowError != WindowErrorStatus && r.ServiceWindowError != WindowErrorSync {
-		errs = append(errs, fmt.Errorf("service_window_error %q: want %s or %s", r.ServiceWindowError, WindowErrorStatus, WindowErrorSync))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("whatsappsim: rules: %w", err)
-	}
-	return nil
-}
-
-// SetRules replaces the rules.
-func (s *Sim) SetRules(r Rules) error {
-	if err := r.Validate(); err != nil {
-		return err
-	}
-	s.rules.Store(&r)
-	return nil
-}
-
-// Rules returns the rules in force.
-func (s *Sim) Rules() Rules { return *s.rules.Load() }
 
 // windows remembers, per (phone number id, user), when the user's last
 // message was sent. It holds at most capacity pairs: when full it first
@@ -187,48 +137,4 @@ func (s *Sim) Window(phoneNumberID, user string) Window {
 	w.LastMessage, w.ExpiresAt = &last, &exp
 	w.Open = time.Now().Before(exp)
 	return w
-}
-
-type rulesView struct {
-	ServiceWindow        string `json:"service_window"`
-	EnforceServiceWindow bool   `json:"enforce_service_window"`
-	ServiceWindowError   string `json:"service_window_error"`
-}
-
-func viewRules(r Rules) rulesView {
-	return rulesView{ServiceWindow: r.ServiceWindow.String(), EnforceServiceWindow: r.EnforceServiceWindow, ServiceWindowError: r.ServiceWindowError}
-}
-
-type rulesPatch struct {
-	ServiceWindow        *string `json:"service_window"`
-	EnforceServiceWindow *bool   `json:"enforce_service_window"`
-	ServiceWindowError   *string `json:"service_window_error"`
-}
-
-func (s *Sim) handlePatchRules(w http.ResponseWriter, r *http.Request) {
-	var p rulesPatch
-	if err := decodeStrict(r, &p); err != nil {
-		writeDetail(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	rules := s.Rules()
-	if p.ServiceWindow != nil {
-		d, err := time.ParseDuration(*p.ServiceWindow)
-		if err != nil {
-			writeDetail(w, http.StatusBadRequest, "service_window: a Go duration such as 24h or 90s")
-			return
-		}
-		rules.ServiceWindow = d
-	}
-	if p.EnforceServiceWindow != nil {
-		rules.EnforceServiceWindow = *p.EnforceServiceWindow
-	}
-	if p.ServiceWindowError != nil {
-		rules.ServiceWindowError = *p.ServiceWindowError
-	}
-	if err := s.SetRules(rules); err != nil {
-		writeDetail(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	writeJSON(w, http.StatusOK, viewRules(s.Rules()))
 }
