@@ -205,7 +205,7 @@ func decodeReply(body []byte, contentType string) (replies.Request, []problem, e
 	var raw any
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	_ = dec.Decode(&raw) // the schema parsed it already
+	_ = dec.Decode(&raw)             // the schema parsed it already
 	to, _ := phone.Normalize(env.To) // the schema held it to the pattern
 	req := replies.Request{Phone: to}
 	if env.AccountID != nil {
