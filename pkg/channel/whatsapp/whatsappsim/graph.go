@@ -421,7 +421,7 @@ func (s *Sim) handleListTemplates(w http.ResponseWriter, r *http.Request) {
 		all = append(all, t)
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].idNum > all[j].idNum })
-	start, end := 0, len(all)
+	var start, end int
 	switch {
 	case after != 0:
 		start = sort.Search(len(all), func(i int) bool { return all[i].idNum < after })

@@ -504,7 +504,7 @@ func TestTemplatePausesEscalateThenDisable(t *testing.T) {
 	// the admin endpoint ends it at once.
 	red := admin("quality", `{"quality":"RED"}`)
 	if red.Status != whatsapp.TemplatePaused || red.PauseCount != 2 || red.Quality != whatsapp.QualityRed ||
-		red.PausedUntil.Sub(time.Now()) < 900*time.Millisecond {
+		time.Until(*red.PausedUntil) < 900*time.Millisecond {
 		t.Errorf("RED: %+v", red)
 	}
 	q := h.wait(t, whatsapp.FieldTemplateQuality, 1)
