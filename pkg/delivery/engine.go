@@ -169,8 +169,15 @@ func (e *engine) discover(ctx context.Context) {
 	}
 }
 
-// sweep returns stale claims, applies early status callbacks and updates
-// the backlog gauge.
+// foldLimit is the most report counters one fold moves; a sweep folds
+// again while a fold moves that many, up to foldRounds times.
+const (
+	foldLimit  = 20000
+	foldRounds = 10
+)
+
+// sweep returns stale claims, applies early status callbacks, folds the
+// report counters and updates the backlog gauge.
 func (e *engine) sweep(ctx context.Context) {
 	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -185,6 +192,15 @@ func (e *engine) sweep(ctx context.Context) {
 	}
 	if _, _, err := record.SweepBacklog(qctx, e.pool, now); err != nil && ctx.Err() == nil {
 		e.warn("sweep status backlog", zap.Error(err))
+	}
+	for i := 0; i < foldRounds; i++ {
+		res, err := record.FoldReports(qctx, e.pool, foldLimit)
+		if err != nil && ctx.Err() == nil {
+			e.warn("fold report counters", zap.Error(err))
+		}
+		if err != nil || res.Busy || res.Folded < foldLimit {
+			break
+		}
 	}
 	if waiting, err := record.Waiting(qctx, e.pool, e.lane); err == nil {
 		e.m.backlog.WithLabelValues(string(e.lane)).Set(float64(waiting))

@@ -106,6 +106,11 @@ func cancelRecorded(ctx context.Context, tx pgx.Tx, companyID int64, id string, 
 		return CancelResult{}, fmt.Errorf("cancel messages of batch %s: %w", id, err)
 	}
 	n := int(tag.RowsAffected())
+	if n > 0 {
+		if err := countCancelled(ctx, tx, id, n, now); err != nil {
+			return CancelResult{}, err
+		}
+	}
 	// A batch that can still send is marked, so that what comes back to its
 	// queue is cancelled too; a finished one (completed, failed) only is
 	// when this cancel found something, which it cannot.

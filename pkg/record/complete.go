@@ -18,7 +18,8 @@ const cancelQueuedSQL = `
 UPDATE messages m SET state = 'cancelled', cancelled_at = $2, updated_at = $2
 FROM batches b
 WHERE b.id = ANY($1::uuid[]) AND b.cancelled_at IS NOT NULL AND m.batch_id = b.id
-  AND m.state IN ('queued', 'scheduled', 'deferred')`
+  AND m.state IN ('queued', 'scheduled', 'deferred')
+RETURNING m.batch_id::text`
 
 // completeSQL moves touched batches to completed when none of their
 // messages can still change, else to processing (a scheduled batch whose
@@ -56,8 +57,21 @@ func CompleteBatches(ctx context.Context, tx pgx.Tx, batches []string, now time.
 		return fmt.Errorf("lock batches: %w", err)
 	}
 	if slices.Contains(flags, true) {
-		if _, err := tx.Exec(ctx, cancelQueuedSQL, batches, now); err != nil {
+		rows, err := tx.Query(ctx, cancelQueuedSQL, batches, now)
+		if err != nil {
 			return fmt.Errorf("cancel requeued messages: %w", err)
+		}
+		cancelled, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("cancel requeued messages: %w", err)
+		}
+		d := deltas{}
+		for _, b := range cancelled {
+			d.add(b, now, metricCancelled, 0, "", 1)
+			d.add(b, now, metricLeft, 0, "", 1)
+		}
+		if err := d.write(ctx, tx); err != nil {
+			return err
 		}
 	}
 	rows, err = tx.Query(ctx, completeSQL, batches, now)

@@ -123,6 +123,9 @@ func FinishExpansion(ctx context.Context, tx pgx.Tx, id string, status BatchStat
 		id, string(status), count, failure, completed).Scan(&company, &kind); err != nil {
 		return fmt.Errorf("update batch %s: %w", id, err)
 	}
+	if err := countAccepted(ctx, tx, id); err != nil {
+		return err
+	}
 	if err := emitFailedAtExpansion(ctx, tx, id); err != nil {
 		return err
 	}

@@ -25,6 +25,16 @@ type changedMessage struct {
 	Code      int
 	Title     string
 	At        time.Time
+	// Prior is the state the change moved the message from, where the
+	// counters need it (a status callback, a send after a cancel), and
+	// PriorAt when it got there (failed_at, cancelled_at).
+	Prior   State
+	PriorAt time.Time
+	// DeliveredAt is when a delivered or read message was delivered.
+	DeliveredAt time.Time
+	// Billable and Category are how the Cloud API billed it.
+	Billable bool
+	Category string
 }
 
 // messageEventType is the event of a message reaching state s; ok is false
@@ -45,9 +55,12 @@ func messageEventType(s State) (events.Type, bool) {
 	return "", false
 }
 
-// emitMessages records the events of changed messages with db, the
-// transaction that changed them.
+// emitMessages records the events and the report counters of changed
+// messages with db, the transaction that changed them.
 func emitMessages(ctx context.Context, db events.DB, msgs []changedMessage) error {
+	if err := countMessages(ctx, db, msgs); err != nil {
+		return err
+	}
 	evs := make([]events.Event, 0, len(msgs))
 	for _, m := range msgs {
 		t, ok := messageEventType(m.State)

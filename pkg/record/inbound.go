@@ -153,6 +153,9 @@ func receiveOne(ctx context.Context, tx pgx.Tx, n number, set contacts.OptOutSet
 	if created {
 		res.Created++
 	}
+	if err := markReplied(ctx, tx, n, m.From, quotedID, at); err != nil {
+		return err
+	}
 	if asks {
 		r, err := contacts.RecordConsent(ctx, tx, contacts.ConsentChange{
 			CompanyID: n.companyID, Phone: m.From, OptedOut: optedOut, Reason: reason, Keyword: word,
@@ -188,6 +191,32 @@ func receiveOne(ctx context.Context, tx pgx.Tx, n number, set contacts.OptOutSet
 		}
 	}
 	return events.Append(ctx, tx, events.Event{CompanyID: n.companyID, Type: events.MessageReceived, At: now, Data: ev})
+}
+
+// markRepliedSQL marks the message a contact's inbound message answers:
+// the one it quotes ($4), else the last one sent to the contact from the
+// same number in the ReplyAttribution before it; once per message.
+const markRepliedSQL = `
+UPDATE messages SET replied_at = $5
+WHERE id = COALESCE($4, (SELECT id FROM messages WHERE company_id = $1 AND phone = $2 AND messaging_account_id = $3
+		AND sent_at > $5::timestamptz - $6::interval AND sent_at <= $5::timestamptz ORDER BY id DESC LIMIT 1))
+  AND replied_at IS NULL
+RETURNING batch_id::text`
+
+// markReplied records that a contact answered a message Parley sent it,
+// and counts it (the replied metric of reports).
+func markReplied(ctx context.Context, tx pgx.Tx, n number, phone string, quoted *int64, at time.Time) error {
+	var batch string
+	err := tx.QueryRow(ctx, markRepliedSQL, n.companyID, phone, n.accountID, quoted, at, ReplyAttribution).Scan(&batch)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("mark the message replied to: %w", err)
+	}
+	d := deltas{}
+	d.add(batch, at, metricReplied, 0, "", 1)
+	return d.write(ctx, tx)
 }
 
 // truncate keeps at most n runes of s.

@@ -103,6 +103,10 @@ func TestEveryStatementMovesAlongMoves(t *testing.T) {
 		}
 	}
 
+	// Every writer counted what it changed (pkg/record's reports).
+	if n := f.countersMatchRecord(); n == 0 {
+		t.Error("no report counters")
+	}
 	seen := moves()
 	for move, n := range seen {
 		var from, to record.State

@@ -71,7 +71,7 @@ FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::text[], $5::int[], 
 WHERE m.id = ANY($1::bigint[]) AND m.id = r.id AND m.claimed_at = r.claimed_at
   AND (m.state IN ('sending', 'queued') OR (m.state = 'cancelled' AND r.kind = 'sent'))
 RETURNING m.batch_id::text, r.kind, COALESCE(m.provider_message_id, ''), m.id, m.company_id, m.phone,
-	COALESCE(m.error_code, 0), COALESCE(m.error_title, ''), r.at`
+	COALESCE(m.error_code, 0), COALESCE(m.error_title, ''), r.at, m.state::text, m.cancelled_at`
 
 // outcomeColumns are a flush's outcomes as the columns of recordSQL, with
 // the batches only touched and the messages whose contact refused marketing.
@@ -171,11 +171,13 @@ func recordOutcomes(ctx context.Context, tx pgx.Tx, cols outcomeColumns, counts 
 		return nil, fmt.Errorf("record outcomes: %w", err)
 	}
 	var sent []string
-	var changed []changedMessage
+	var changed, counted []changedMessage
 	for rows.Next() {
-		var batch, kind, wamid string
+		var batch, kind, wamid, state string
+		var cancelledAt *time.Time
 		var m changedMessage
-		if err := rows.Scan(&batch, &kind, &wamid, &m.ID, &m.CompanyID, &m.Phone, &m.Code, &m.Title, &m.At); err != nil {
+		if err := rows.Scan(&batch, &kind, &wamid, &m.ID, &m.CompanyID, &m.Phone, &m.Code, &m.Title, &m.At,
+			&state, &cancelledAt); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("record outcomes: %w", err)
 		}
@@ -184,14 +186,28 @@ func recordOutcomes(ctx context.Context, tx pgx.Tx, cols outcomeColumns, counts 
 		if kind == string(OutcomeSent) && wamid != "" {
 			sent = append(sent, wamid)
 		}
-		if kind == string(OutcomeSent) || kind == string(OutcomeFailed) {
+		switch {
+		case kind == string(OutcomeSent) || kind == string(OutcomeFailed):
 			m.BatchID, m.State, m.Wamid = batch, State(kind), wamid
+			if cancelledAt != nil && kind == string(OutcomeSent) {
+				// Cancelled after the lease took the claim back, sent by
+				// the claim all the same.
+				m.Prior, m.PriorAt = StateCancelled, *cancelledAt
+			}
 			changed = append(changed, m)
+		case State(state) == StateCancelled:
+			// A retry or release of a message whose contact was erased
+			// (EraseContact): it is cancelled, without an event (it
+			// names no one).
+			counted = append(counted, changedMessage{BatchID: batch, State: StateCancelled, At: m.At})
 		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", err)
+	}
+	if err := countMessages(ctx, tx, counted); err != nil {
+		return nil, err
 	}
 	return sent, emitMessages(ctx, tx, changed)
 }

@@ -19,6 +19,10 @@ type statusRow struct {
 	code   int
 	title  string
 	at     time.Time
+	// pricing, when the callback carried it
+	billable bool
+	category string
+	model    string
 }
 
 // rowsOf turns webhook statuses into rows; a failed one carries its first
@@ -29,6 +33,9 @@ func rowsOf(updates []whatsapp.StatusUpdate, now time.Time) []statusRow {
 		r := statusRow{wamid: u.MessageID, status: string(u.Status), at: u.Timestamp}
 		if r.at.IsZero() {
 			r.at = now
+		}
+		if u.Pricing != nil {
+			r.billable, r.category, r.model = u.Pricing.Billable, u.Pricing.Category, u.Pricing.Model
 		}
 		if len(u.Errors) > 0 {
 			r.code, r.title = u.Errors[0].Code, u.Errors[0].Title
@@ -61,8 +68,8 @@ type ApplyResult struct {
 // provider_status_backlog.
 const applyStatusesSQL = `
 WITH u AS (
-	SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::timestamptz[])
-		AS u(wamid, status, code, title, at)
+	SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::timestamptz[], $8::bool[], $9::text[], $10::text[])
+		AS u(wamid, status, code, title, at, billable, category, model)
 	WHERE status IN ('sent', 'delivered', 'read', 'failed')
 ), s AS (
 	SELECT wamid,
@@ -71,7 +78,10 @@ WITH u AS (
 		min(at) FILTER (WHERE status = 'read') AS read_at,
 		min(at) FILTER (WHERE status = 'failed') AS failed_at,
 		(array_agg(code) FILTER (WHERE status = 'failed'))[1] AS code,
-		(array_agg(title) FILTER (WHERE status = 'failed'))[1] AS title
+		(array_agg(title) FILTER (WHERE status = 'failed'))[1] AS title,
+		(array_agg(billable) FILTER (WHERE category <> ''))[1] AS billable,
+		(array_agg(left(category, 64)) FILTER (WHERE category <> ''))[1] AS category,
+		(array_agg(left(model, 64)) FILTER (WHERE category <> ''))[1] AS model
 	FROM u GROUP BY wamid
 ), upd AS (
 	UPDATE messages m SET
@@ -81,6 +91,10 @@ WITH u AS (
 		failed_at = CASE WHEN s.best = 2 THEN s.failed_at ELSE m.failed_at END,
 		error_code = CASE WHEN s.best = 2 THEN s.code ELSE m.error_code END,
 		error_title = CASE WHEN s.best = 2 THEN s.title ELSE m.error_title END,
+		billable = COALESCE(m.billable, s.billable),
+		pricing_category = COALESCE(m.pricing_category, s.category),
+		pricing_model = COALESCE(m.pricing_model, s.model),
+		prior_state = m.state,
 		updated_at = $6
 	FROM s
 	WHERE m.provider_message_id = s.wamid AND s.best > 1
@@ -88,14 +102,18 @@ WITH u AS (
 	       WHEN 'read' THEN 4 ELSE 99 END) < s.best
 	RETURNING m.id, m.company_id, m.batch_id::text AS batch_id, m.phone, m.state::text AS state, m.provider_message_id,
 		COALESCE(m.error_code, 0) AS code, COALESCE(m.error_title, '') AS title,
-		(CASE m.state WHEN 'read' THEN m.read_at WHEN 'delivered' THEN m.delivered_at ELSE m.failed_at END) AS at
+		(CASE m.state WHEN 'read' THEN m.read_at WHEN 'delivered' THEN m.delivered_at ELSE m.failed_at END) AS at,
+		m.prior_state::text AS prior, m.failed_at, m.delivered_at, COALESCE(m.billable, false) AS billable,
+		COALESCE(m.pricing_category, '') AS category
 ), back AS (
-	INSERT INTO provider_status_backlog (provider_message_id, status, error_code, error_title, occurred_at, received_at)
-	SELECT u.wamid, u.status, u.code, u.title, u.at, $6 FROM u
+	INSERT INTO provider_status_backlog (provider_message_id, status, error_code, error_title, occurred_at, received_at,
+		billable, pricing_category, pricing_model)
+	SELECT u.wamid, u.status, u.code, u.title, u.at, $6, u.billable, NULLIF(u.category, ''), NULLIF(u.model, '') FROM u
 	WHERE $7 AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.provider_message_id = u.wamid)
 	RETURNING id
 )
-SELECT b.n, upd.id, upd.company_id, upd.batch_id, upd.phone, upd.state, upd.provider_message_id, upd.code, upd.title, upd.at
+SELECT b.n, upd.id, upd.company_id, upd.batch_id, upd.phone, upd.state, upd.provider_message_id, upd.code, upd.title, upd.at,
+	upd.prior, upd.failed_at, upd.delivered_at, upd.billable, upd.category
 FROM (SELECT count(*) AS n FROM back) b LEFT JOIN upd ON true`
 
 func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, backlog bool) (ApplyResult, error) {
@@ -106,30 +124,43 @@ func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, 
 	n := len(rows)
 	wamids, statuses, titles := make([]string, n), make([]string, n), make([]string, n)
 	codes, ats := make([]*int32, n), make([]time.Time, n)
+	billables, categories, models := make([]bool, n), make([]string, n), make([]string, n)
 	for i, r := range rows {
 		wamids[i], statuses[i], titles[i], ats[i] = r.wamid, r.status, r.title, r.at
+		billables[i], categories[i], models[i] = r.billable, r.category, r.model
 		if r.code != 0 {
 			c := int32(r.code)
 			codes[i] = &c
 		}
 	}
-	dbRows, err := db.Query(ctx, applyStatusesSQL, wamids, statuses, codes, titles, ats, now, backlog)
+	dbRows, err := db.Query(ctx, applyStatusesSQL, wamids, statuses, codes, titles, ats, now, backlog,
+		billables, categories, models)
 	if err != nil {
 		return ApplyResult{}, fmt.Errorf("apply %d statuses: %w", n, err)
 	}
 	var changed []changedMessage
 	for dbRows.Next() {
 		var id, company *int64
-		var batch, phone, state, wamid, title *string
+		var batch, phone, state, wamid, title, prior, category *string
 		var code *int
-		var at *time.Time
-		if err := dbRows.Scan(&res.Backlogged, &id, &company, &batch, &phone, &state, &wamid, &code, &title, &at); err != nil {
+		var at, failedAt, deliveredAt *time.Time
+		var billable *bool
+		if err := dbRows.Scan(&res.Backlogged, &id, &company, &batch, &phone, &state, &wamid, &code, &title, &at,
+			&prior, &failedAt, &deliveredAt, &billable, &category); err != nil {
 			dbRows.Close()
 			return ApplyResult{}, fmt.Errorf("apply %d statuses: %w", n, err)
 		}
 		if id != nil {
-			changed = append(changed, changedMessage{ID: *id, CompanyID: *company, BatchID: *batch, Phone: *phone,
-				State: State(*state), Wamid: *wamid, Code: *code, Title: *title, At: *at})
+			m := changedMessage{ID: *id, CompanyID: *company, BatchID: *batch, Phone: *phone,
+				State: State(*state), Wamid: *wamid, Code: *code, Title: *title, At: *at,
+				Prior: State(*prior), Billable: *billable, Category: *category}
+			if failedAt != nil {
+				m.PriorAt = *failedAt
+			}
+			if deliveredAt != nil {
+				m.DeliveredAt = *deliveredAt
+			}
+			changed = append(changed, m)
 		}
 	}
 	dbRows.Close()
@@ -183,18 +214,20 @@ func takeBacklog(ctx context.Context, db DB, wamids []string) ([]statusRow, erro
 		rows, err = db.Query(ctx, `
 			DELETE FROM provider_status_backlog p USING messages m
 			WHERE m.provider_message_id = p.provider_message_id
-			RETURNING p.provider_message_id, p.status, COALESCE(p.error_code, 0), COALESCE(p.error_title, ''), p.occurred_at`)
+			RETURNING p.provider_message_id, p.status, COALESCE(p.error_code, 0), COALESCE(p.error_title, ''), p.occurred_at,
+				COALESCE(p.billable, false), COALESCE(p.pricing_category, ''), COALESCE(p.pricing_model, '')`)
 	} else {
 		rows, err = db.Query(ctx, `
 			DELETE FROM provider_status_backlog WHERE provider_message_id = ANY($1::text[])
-			RETURNING provider_message_id, status, COALESCE(error_code, 0), COALESCE(error_title, ''), occurred_at`, wamids)
+			RETURNING provider_message_id, status, COALESCE(error_code, 0), COALESCE(error_title, ''), occurred_at,
+				COALESCE(billable, false), COALESCE(pricing_category, ''), COALESCE(pricing_model, '')`, wamids)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("take status backlog: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (statusRow, error) {
 		var u statusRow
-		err := r.Scan(&u.wamid, &u.status, &u.code, &u.title, &u.at)
+		err := r.Scan(&u.wamid, &u.status, &u.code, &u.title, &u.at, &u.billable, &u.category, &u.model)
 		return u, err
 	})
 	if err != nil {

@@ -137,6 +137,18 @@ type StatusUpdate struct {
 	RecipientID string
 	// Errors say why a failed message failed (131026, ...).
 	Errors []StatusError
+	// Pricing is how the message is billed, when the status carried it
+	// (sent, delivered and read statuses do, since per-message pricing).
+	Pricing *Pricing
+}
+
+// Pricing is a status's pricing object: billable, the pricing category
+// (marketing, utility, authentication, service, ...) and the pricing model
+// (PMP: per message).
+type Pricing struct {
+	Billable bool
+	Category string
+	Model    string
 }
 
 // StatusError is one element of a status's errors.
@@ -462,6 +474,9 @@ func ParseWebhook(body []byte) (Webhook, error) {
 						se.Details = we.ErrorData.Details
 					}
 					u.Errors = append(u.Errors, se)
+				}
+				if p := s.Pricing; p != nil && p.Category != "" {
+					u.Pricing = &Pricing{Billable: p.Billable, Category: p.Category, Model: p.PricingModel}
 				}
 				w.Statuses = append(w.Statuses, u)
 			}
