@@ -508,3 +508,89 @@ func ratio(a, b int64) *float64 {
 	r := float64(int64(float64(a)/float64(b)*10000+0.5)) / 10000
 	return &r
 }
+
+// NamedRef is something a report names: its id and name.
+type NamedRef struct {
+	ID   int64  `json:"id"`
+	Name string `json:"name"`
+}
+
+// TemplateRef is the template a campaign or automation sends.
+type TemplateRef struct {
+	ID       int64  `json:"id"`
+	Name     string `json:"name"`
+	Language string `json:"language"`
+}
+
+// ReportSubject is the campaign or automation a report is of, by name, with
+// its template and number (nil for an automation without one).
+type ReportSubject struct {
+	ID               int64        `json:"id"`
+	Name             string       `json:"name"`
+	Template         *TemplateRef `json:"template"`
+	MessagingAccount *NamedRef    `json:"messaging_account"`
+}
+
+// SubjectReport is a report with what it is of and over what.
+type SubjectReport struct {
+	Campaign   *ReportSubject `json:"campaign,omitempty"`
+	Automation *ReportSubject `json:"automation,omitempty"`
+	From       time.Time      `json:"from"`
+	To         time.Time      `json:"to"`
+	Interval   string         `json:"interval"`
+	TZ         string         `json:"tz"`
+	Report
+}
+
+// subjectSQLs read a subject by company and id, with its template and number.
+var subjectSQLs = map[string]string{
+	SubjectCampaign: `
+		SELECT s.id, s.name, t.id, t.name, t.language, a.id, a.name
+		FROM campaigns s JOIN templates t ON t.id = s.template_id JOIN messaging_accounts a ON a.id = s.messaging_account_id
+		WHERE s.company_id = $1 AND s.id = $2`,
+	SubjectAutomation: `
+		SELECT s.id, s.name, t.id, t.name, t.language, a.id, a.name
+		FROM automations s LEFT JOIN templates t ON t.id = s.template_id LEFT JOIN messaging_accounts a ON a.id = s.messaging_account_id
+		WHERE s.company_id = $1 AND s.id = $2`,
+}
+
+// ReadSubjectReport reads the report of a company's campaign or automation:
+// ErrNotFound when the company has no such subject, ErrBadRange for a range
+// ReportBuckets refuses.
+func ReadSubjectReport(ctx context.Context, db DB, q ReportQuery) (SubjectReport, error) {
+	query, ok := subjectSQLs[q.SubjectKind]
+	if !ok {
+		return SubjectReport{}, fmt.Errorf("report of a %q: %w", q.SubjectKind, ErrNotFound)
+	}
+	var s ReportSubject
+	var tplID, acctID *int64
+	var tplName, tplLang, acctName *string
+	err := db.QueryRow(ctx, query, q.CompanyID, q.SubjectID).Scan(&s.ID, &s.Name, &tplID, &tplName, &tplLang, &acctID, &acctName)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return SubjectReport{}, fmt.Errorf("%s %d: %w", q.SubjectKind, q.SubjectID, ErrNotFound)
+	}
+	if err != nil {
+		return SubjectReport{}, fmt.Errorf("read %s %d: %w", q.SubjectKind, q.SubjectID, err)
+	}
+	if tplID != nil {
+		s.Template = &TemplateRef{ID: *tplID, Name: *tplName, Language: *tplLang}
+	}
+	if acctID != nil {
+		s.MessagingAccount = &NamedRef{ID: *acctID, Name: *acctName}
+	}
+	rep, err := ReadReport(ctx, db, q)
+	if err != nil {
+		return SubjectReport{}, err
+	}
+	loc := q.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	out := SubjectReport{From: q.From.In(loc), To: q.To.In(loc), Interval: q.Interval, TZ: loc.String(), Report: rep}
+	if q.SubjectKind == SubjectCampaign {
+		out.Campaign = &s
+	} else {
+		out.Automation = &s
+	}
+	return out, nil
+}

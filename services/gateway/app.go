@@ -136,6 +136,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 		Segments:      segs,
 		Conversations: records,
 		Replies:       replies.New(replies.NewStore(pool, now).WithStream(pub.JetStream(), cfg.NATS), pub, now),
+		Reports:       records,
 		Docs:          docs,
 		Metrics:       probe.Registry(),
 		Log:           log,
@@ -177,6 +178,10 @@ func (d sendRecords) FindMessage(ctx context.Context, companyID int64, key strin
 
 func (d sendRecords) PhoneMessages(ctx context.Context, companyID int64, phone string, f record.PhoneFilter) (record.PhonePage, error) {
 	return record.PhoneMessages(ctx, d.pool, companyID, phone, f)
+}
+
+func (d sendRecords) Report(ctx context.Context, q record.ReportQuery) (record.SubjectReport, error) {
+	return record.ReadSubjectReport(ctx, d.pool, q)
 }
 
 func (d sendRecords) CancelBatch(ctx context.Context, companyID int64, batchID string) (record.CancelResult, error) {

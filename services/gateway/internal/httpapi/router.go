@@ -42,6 +42,8 @@ type Deps struct {
 	// Conversations reads and erases contacts; Replies accepts replies.
 	Conversations Conversations
 	Replies       Replier
+	// Reports reads campaign and automation reports.
+	Reports Reports
 	// Docs is the OpenAPI document and its page (apidoc.Build(DocLimits())).
 	Docs    *apidoc.Document
 	Metrics prometheus.Registerer
@@ -59,6 +61,7 @@ type handlers struct {
 	segments      Segments
 	conversations Conversations
 	replier       Replier
+	reports       Reports
 	log           *zap.Logger
 }
 
@@ -66,7 +69,7 @@ type handlers struct {
 func New(cfg Config, d Deps) http.Handler {
 	h := &handlers{cfg: cfg, webhook: cfg.Webhook, sends: d.Sends, idem: d.Idempotency,
 		batches: d.Batches, control: d.Control, statuses: d.Statuses, segments: d.Segments,
-		conversations: d.Conversations, replier: d.Replies, log: d.Log}
+		conversations: d.Conversations, replier: d.Replies, reports: d.Reports, log: d.Log}
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
@@ -102,6 +105,8 @@ func New(cfg Config, d Deps) http.Handler {
 	api(RouteSegmentRename, h.renameSegment)
 	api(RouteSegmentDelete, h.deleteSegment)
 	api(RouteSegmentContactsRemove, h.removeSegmentContacts)
+	api(RouteCampaignReport, h.campaignReport)
+	api(RouteAutomationReport, h.automationReport)
 	if d.Docs != nil {
 		e.GET(OpenAPIPath, serveDoc(d.Docs, "application/json", d.Docs.JSON, ""))
 		e.GET(DocsPath, serveDoc(d.Docs, "text/html; charset=utf-8", d.Docs.HTML, docsCSP(d.Docs)))

@@ -61,13 +61,18 @@ var (
 	RouteSegmentRename         = Route{"segment_rename", http.MethodPatch, "/api/segments/:segment_id", ratelimit.PerSecond(10)}
 	RouteSegmentDelete         = Route{"segment_delete", http.MethodDelete, "/api/segments/:segment_id", ratelimit.PerSecond(10)}
 	RouteSegmentContactsRemove = Route{"segment_contacts_remove", http.MethodDelete, "/api/segments/:segment_id/contacts", ratelimit.PerSecond(1)}
+	// Reports read a few hundred counter rows whatever the campaign's
+	// size: 5 per second, for dashboards that refresh a handful at once.
+	RouteCampaignReport   = Route{"campaign_report", http.MethodGet, "/api/campaigns/:campaign_id/report", ratelimit.PerSecond(5)}
+	RouteAutomationReport = Route{"automation_report", http.MethodGet, "/api/automations/:automation_id/report", ratelimit.PerSecond(5)}
 )
 
 // Routes is the route table: every limited endpoint of the public API.
 var Routes = []Route{RouteCampaignSend, RouteAutomationSend, RouteSegmentCreate, RouteSegmentContacts,
 	RouteBatchSend, RouteConnectorSend, RouteBatchStatus, RouteBatchCancel, RouteBatchMessages, RouteBatchList, RouteMessage, RouteContactMessages,
 	RouteContact, RouteContactErase, RouteConversations, RouteMessageSend,
-	RouteSegmentList, RouteSegmentRead, RouteSegmentRename, RouteSegmentDelete, RouteSegmentContactsRemove}
+	RouteSegmentList, RouteSegmentRead, RouteSegmentRename, RouteSegmentDelete, RouteSegmentContactsRemove,
+	RouteCampaignReport, RouteAutomationReport}
 
 // DocLimits is the route table as the OpenAPI document states it.
 func DocLimits() []apidoc.Limit {
