@@ -30,16 +30,26 @@ const messageSelect = `
 	SELECT m.id, m.seq, m.phone, m.state::text, m.provider_message_id, m.error_code, m.error_title, m.attempts,
 		CASE WHEN m.state IN ('queued', 'scheduled', 'deferred') THEN m.not_before END,
 		m.created_at, m.deferred_at, CASE WHEN m.state <> 'skipped_opt_out' THEN m.claimed_at END, m.sent_at,
-		m.delivered_at, m.read_at, m.failed_at, m.skipped_at, m.cancelled_at, m.updated_at`
+		m.delivered_at, m.read_at, m.failed_at, m.skipped_at, m.cancelled_at, m.replied_at, m.updated_at,
+		m.billable, m.pricing_category, m.pricing_model`
 
 // scanMessage scans messageSelect's columns, then extra.
 func scanMessage(row pgx.Row, extra ...any) (Message, error) {
 	var m Message
 	var state string
+	var billable *bool
+	var category, model *string
 	err := row.Scan(append([]any{&m.ID, &m.Seq, &m.Phone, &state, &m.ProviderMessageID, &m.ErrorCode, &m.ErrorTitle, &m.Attempts,
 		&m.Due, &m.Times.Created, &m.Times.Deferred, &m.Times.Sending, &m.Times.Sent, &m.Times.Delivered,
-		&m.Times.Read, &m.Times.Failed, &m.Times.SkippedOptOut, &m.Times.Cancelled, &m.Times.Updated}, extra...)...)
+		&m.Times.Read, &m.Times.Failed, &m.Times.SkippedOptOut, &m.Times.Cancelled, &m.Times.Replied, &m.Times.Updated,
+		&billable, &category, &model}, extra...)...)
 	m.State = State(state)
+	if category != nil {
+		m.Pricing = &Pricing{Billable: billable != nil && *billable, Category: *category}
+		if model != nil {
+			m.Pricing.Model = *model
+		}
+	}
 	return m, err
 }
 

@@ -153,7 +153,7 @@ func receiveOne(ctx context.Context, tx pgx.Tx, n number, set contacts.OptOutSet
 	if created {
 		res.Created++
 	}
-	if err := markReplied(ctx, tx, n, m.From, quotedID, at); err != nil {
+	if err := markReplied(ctx, tx, n, m.From, quotedID, at, now); err != nil {
 		return err
 	}
 	if asks {
@@ -195,19 +195,21 @@ func receiveOne(ctx context.Context, tx pgx.Tx, n number, set contacts.OptOutSet
 
 // markRepliedSQL marks the message a contact's inbound message answers:
 // the one it quotes ($4), else the last one sent to the contact from the
-// same number in the ReplyAttribution before it; once per message.
+// same number in the ReplyAttribution before it. The inbound message's
+// time ($5) has whole seconds (the Cloud API's timestamps): the send must
+// precede its receipt ($7), not that time. Once per message.
 const markRepliedSQL = `
 UPDATE messages SET replied_at = $5
 WHERE id = COALESCE($4, (SELECT id FROM messages WHERE company_id = $1 AND phone = $2 AND messaging_account_id = $3
-		AND sent_at > $5::timestamptz - $6::interval AND sent_at <= $5::timestamptz ORDER BY id DESC LIMIT 1))
+		AND sent_at > $5::timestamptz - $6::interval AND sent_at <= $7::timestamptz ORDER BY id DESC LIMIT 1))
   AND replied_at IS NULL
 RETURNING batch_id::text`
 
 // markReplied records that a contact answered a message Parley sent it,
 // and counts it (the replied metric of reports).
-func markReplied(ctx context.Context, tx pgx.Tx, n number, phone string, quoted *int64, at time.Time) error {
+func markReplied(ctx context.Context, tx pgx.Tx, n number, phone string, quoted *int64, at, now time.Time) error {
 	var batch string
-	err := tx.QueryRow(ctx, markRepliedSQL, n.companyID, phone, n.accountID, quoted, at, ReplyAttribution).Scan(&batch)
+	err := tx.QueryRow(ctx, markRepliedSQL, n.companyID, phone, n.accountID, quoted, at, ReplyAttribution, now).Scan(&batch)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}

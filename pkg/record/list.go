@@ -55,6 +55,9 @@ type Times struct {
 	Failed        *time.Time `json:"failed,omitempty"`
 	SkippedOptOut *time.Time `json:"skipped_opt_out,omitempty"`
 	Cancelled     *time.Time `json:"cancelled,omitempty"`
+	// Replied is when the contact answered it (quoted it, or wrote to the
+	// same number within ReplyAttribution).
+	Replied *time.Time `json:"replied,omitempty"`
 	// Updated is the last change of the message.
 	Updated time.Time `json:"updated"`
 }
@@ -74,6 +77,16 @@ type Message struct {
 	// Due is when a waiting message (queued, scheduled, deferred) may go.
 	Due   *time.Time `json:"due,omitempty"`
 	Times Times      `json:"times"`
+	// Pricing is how the Cloud API bills it, from its status callbacks;
+	// absent until a callback that moved it carried one.
+	Pricing *Pricing `json:"pricing,omitempty"`
+}
+
+// Pricing is a message's pricing as its status callbacks gave it.
+type Pricing struct {
+	Billable bool   `json:"billable"`
+	Category string `json:"category"`
+	Model    string `json:"pricing_model"`
 }
 
 // Page is one page of a batch's messages, in batch order.

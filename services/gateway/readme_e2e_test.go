@@ -118,7 +118,7 @@ func docCommands(section string) []docCommand {
 // recorded batch sends): an example may show them or not.
 var maybeAbsent = map[string]bool{"scheduled_at": true, "completed_at": true, "cancelled_at": true, "error": true,
 	"due": true, "campaign_id": true, "campaign_name": true, "automation_id": true, "automation_name": true,
-	"segment_id": true, "segment_name": true}
+	"segment_id": true, "segment_name": true, "pricing": true}
 
 // shapeDiff compares a documented answer with a real one by shape: the
 // same keys at every level (but those of maybeAbsent; a message's times,
