@@ -343,3 +343,17 @@ func (e *Env) SimMessages(query url.Values) []SimReceived {
 	e.Sim.Do("GET", "/_sim/messages?"+query.Encode(), nil, &out)
 	return out.Messages
 }
+
+// StartGateway runs the gateway binary on the environment (extra adds to or
+// overrides its environment); it returns the process and its base URL.
+func (e *Env) StartGateway(extra ...string) (*serviceproc.Process, string) {
+	e.T.Helper()
+	addr := FreeAddr(e.T)
+	env := append([]string{"PARLEY_GATEWAY_ADDR=" + addr, "PARLEY_GATEWAY_ACCESS_LOG=false",
+		"PARLEY_POSTGRES_URL=" + e.DBURL, "PARLEY_POSTGRES_MAX_CONNS=40",
+		"PARLEY_NATS_URL=" + e.BusCfg.URL, "PARLEY_NATS_STREAM=" + e.BusCfg.Stream, "PARLEY_NATS_SUBJECT_PREFIX=" + e.BusCfg.Prefix,
+		"PARLEY_REDIS_ADDR=" + e.Redis.Addr, "PARLEY_REDIS_KEY_PREFIX=" + e.Redis.KeyPrefix,
+		"PARLEY_LOG_LEVEL=warn", "PARLEY_LOG_FORMAT=console"}, extra...)
+	p := StartProc(e.T, "gateway", Bin(e.T, "gateway"), "http://"+addr+"/readyz", 30*time.Second, env...)
+	return p, "http://" + addr
+}

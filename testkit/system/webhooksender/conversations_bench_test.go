@@ -46,17 +46,10 @@ const (
 	appSecret   = "bench-app-secret"
 )
 
-// startGateway runs the gateway binary on the environment; it returns the
-// process and its base URL.
+// startGateway runs the gateway binary on the environment, with the
+// bench's app secret; it returns the process and its base URL.
 func (e *env) startGateway() (*serviceproc.Process, string) {
-	addr := drillenv.FreeAddr(e.t)
-	p := drillenv.StartProc(e.t, "gateway", drillenv.Bin(e.t, "gateway"), "http://"+addr+"/readyz", 30*time.Second,
-		"PARLEY_GATEWAY_ADDR="+addr, "PARLEY_GATEWAY_ACCESS_LOG=false",
-		"PARLEY_POSTGRES_URL="+e.DBURL, "PARLEY_POSTGRES_MAX_CONNS=40",
-		"PARLEY_NATS_URL="+e.BusCfg.URL, "PARLEY_NATS_STREAM="+e.BusCfg.Stream, "PARLEY_NATS_SUBJECT_PREFIX="+e.BusCfg.Prefix,
-		"PARLEY_REDIS_ADDR="+e.Redis.Addr, "PARLEY_REDIS_KEY_PREFIX="+e.Redis.KeyPrefix,
-		"PARLEY_WEBHOOK_APP_SECRET="+appSecret, "PARLEY_LOG_LEVEL=warn", "PARLEY_LOG_FORMAT=console")
-	return p, "http://" + addr
+	return e.StartGateway("PARLEY_WEBHOOK_APP_SECRET=" + appSecret)
 }
 
 // inboundBody is a signed webhook of one text message from a user to pnid.
