@@ -198,9 +198,13 @@ func (e *engine) sweep(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			e.warn("fold report counters", zap.Error(err))
 		}
+		e.m.reportFolded.Add(float64(res.Folded))
 		if err != nil || res.Busy || res.Folded < foldLimit {
 			break
 		}
+	}
+	if pending, err := record.PendingReportDeltas(qctx, e.pool); err == nil {
+		e.m.reportPending.Set(float64(pending))
 	}
 	if waiting, err := record.Waiting(qctx, e.pool, e.lane); err == nil {
 		e.m.backlog.WithLabelValues(string(e.lane)).Set(float64(waiting))

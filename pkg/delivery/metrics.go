@@ -15,6 +15,8 @@ type Metrics struct {
 	leaseReclaims *prometheus.CounterVec
 	backlog       *prometheus.GaugeVec
 	inFlight      *prometheus.GaugeVec
+	reportFolded  prometheus.Counter
+	reportPending prometheus.Gauge
 }
 
 // NewMetrics registers the dispatcher metrics on reg.
@@ -59,9 +61,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "parley_delivery_in_flight_messages",
 			Help: "Messages claimed by this process and not yet recorded.",
 		}, []string{"lane"}),
+		reportFolded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "parley_report_deltas_folded_total",
+			Help: "Report counter rows folded into report_hours by this process's sweeps.",
+		}),
+		reportPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "parley_report_deltas_pending",
+			Help: "Report counter rows not folded yet after this process's last sweep (counted up to 1,000,000).",
+		}),
 	}
 	for _, c := range []prometheus.Collector{m.batches, m.messages, m.sendSeconds, m.claimSize, m.flushSeconds,
-		m.flushFailures, m.leaseReclaims, m.backlog, m.inFlight} {
+		m.flushFailures, m.leaseReclaims, m.backlog, m.inFlight, m.reportFolded, m.reportPending} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

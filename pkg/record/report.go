@@ -232,6 +232,16 @@ func FoldReports(ctx context.Context, db TxDB, limit int) (FoldResult, error) {
 	return res, nil
 }
 
+// PendingReportDeltas counts the counter rows not folded yet, up to
+// 1,000,000 (a sweep that cannot fold shows as this figure growing).
+func PendingReportDeltas(ctx context.Context, db DB) (int64, error) {
+	var n int64
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM report_deltas LIMIT 1000000) d`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count report counter rows: %w", err)
+	}
+	return n, nil
+}
+
 // RebuildReports replaces a company's counters with those computed from its
 // messages (parley_report_counts): for an operator who finds them wrong, and
 // for a benchmark that creates messages without sending them. It locks the
