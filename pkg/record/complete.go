@@ -65,12 +65,7 @@ func CompleteBatches(ctx context.Context, tx pgx.Tx, batches []string, now time.
 		if err != nil {
 			return fmt.Errorf("cancel requeued messages: %w", err)
 		}
-		d := deltas{}
-		for _, b := range cancelled {
-			d.add(b, now, metricCancelled, 0, "", 1)
-			d.add(b, now, metricLeft, 0, "", 1)
-		}
-		if err := d.write(ctx, tx); err != nil {
+		if err := countCancelledEach(ctx, tx, cancelled, now); err != nil {
 			return err
 		}
 	}

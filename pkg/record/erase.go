@@ -56,12 +56,7 @@ func EraseContact(ctx context.Context, db TxDB, companyID int64, phone string, n
 			return fmt.Errorf("cancel the waiting messages: %w", err)
 		}
 		e.Cancelled = int64(len(batches))
-		d := deltas{}
-		for _, b := range batches {
-			d.add(b, now, metricCancelled, 0, "", 1)
-			d.add(b, now, metricLeft, 0, "", 1)
-		}
-		if err := d.write(ctx, tx); err != nil {
+		if err := countCancelledEach(ctx, tx, batches, now); err != nil {
 			return err
 		}
 		t, err := tx.Exec(ctx, `

@@ -190,6 +190,17 @@ func countCancelled(ctx context.Context, db events.DB, batchID string, n int, at
 	return d.write(ctx, db)
 }
 
+// countCancelledEach counts one message cancelled at at for each batch id
+// of batchIDs (a statement's RETURNING, one row per message).
+func countCancelledEach(ctx context.Context, db events.DB, batchIDs []string, at time.Time) error {
+	d := deltas{}
+	for _, b := range batchIDs {
+		d.add(b, at, metricCancelled, 0, "", 1)
+		d.add(b, at, metricLeft, 0, "", 1)
+	}
+	return d.write(ctx, db)
+}
+
 // FoldResult says what FoldReports did.
 type FoldResult struct {
 	// Folded is how many delta rows were moved into report_hours.
