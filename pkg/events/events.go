@@ -79,10 +79,21 @@ type Message struct {
 	Phone     string `json:"phone"`
 	// State is the message's state after the change (sent, delivered, read,
 	// failed, skipped_opt_out).
-	State             string    `json:"state"`
-	ProviderMessageID string    `json:"provider_message_id,omitempty"`
-	Error             *Error    `json:"error,omitempty"`
-	ChangedAt         time.Time `json:"changed_at"`
+	State             string `json:"state"`
+	ProviderMessageID string `json:"provider_message_id,omitempty"`
+	Error             *Error `json:"error,omitempty"`
+	// Pricing is how WhatsApp bills the message, on the event of the status
+	// callback that carried it (delivered, read, failed).
+	Pricing   *Pricing  `json:"pricing,omitempty"`
+	ChangedAt time.Time `json:"changed_at"`
+}
+
+// Pricing is a status callback's pricing: billable, the category and the
+// pricing model (PMP: per message).
+type Pricing struct {
+	Billable bool   `json:"billable"`
+	Category string `json:"category"`
+	Model    string `json:"pricing_model"`
 }
 
 // Error is why a message failed: the provider's code and title, or

@@ -32,9 +32,11 @@ type changedMessage struct {
 	PriorAt time.Time
 	// DeliveredAt is when a delivered or read message was delivered.
 	DeliveredAt time.Time
-	// Billable and Category are how the Cloud API billed it.
+	// Billable, Category and Model are how the Cloud API billed it
+	// (Category "" when unknown).
 	Billable bool
 	Category string
+	Model    string
 }
 
 // messageEventType is the event of a message reaching state s; ok is false
@@ -71,6 +73,9 @@ func emitMessages(ctx context.Context, db events.DB, msgs []changedMessage) erro
 			ProviderMessageID: m.Wamid, ChangedAt: m.At.UTC()}
 		if m.State == StateFailed {
 			data.Error = &events.Error{Code: m.Code, Title: m.Title}
+		}
+		if m.Category != "" {
+			data.Pricing = &events.Pricing{Billable: m.Billable, Category: m.Category, Model: m.Model}
 		}
 		evs = append(evs, events.Event{CompanyID: m.CompanyID, Type: t, At: m.At, Data: data})
 	}

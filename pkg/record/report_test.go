@@ -1,12 +1,14 @@
 package record_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
+	"github.com/parleyhq/parley/pkg/events"
 	"github.com/parleyhq/parley/pkg/record"
 )
 
@@ -146,6 +148,23 @@ func TestCountersFollowEveryWriter(t *testing.T) {
 	if err := f.pool.QueryRow(f.ctx, `SELECT billable, pricing_category, pricing_model FROM messages WHERE id = $1`,
 		claimed[0].ID).Scan(&billable, &category, &model); err != nil || !billable || category != "marketing" || model != "PMP" {
 		t.Fatalf("pricing of a read message: %v %q %q, %v", billable, category, model, err)
+	}
+
+	// The delivered events carry the pricing of their callbacks.
+	pricedEvents := 0
+	for _, raw := range f.outbox(events.MessageDelivered) {
+		var ev struct {
+			Pricing *events.Pricing `json:"pricing"`
+		}
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Pricing != nil && *ev.Pricing == (events.Pricing{Billable: true, Category: "marketing", Model: "PMP"}) {
+			pricedEvents++
+		}
+	}
+	if pricedEvents != 2 {
+		t.Errorf("%d message.delivered events with their pricing, want 2 (1 and the early one; 0 and 2 went to read at once)", pricedEvents)
 	}
 
 	// Contacts answer: 2 quotes its message; 0 just writes (its message is
