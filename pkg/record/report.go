@@ -579,25 +579,9 @@ var subjectSQLs = map[string]string{
 // ErrNotFound when the company has no such subject, ErrBadRange for a range
 // ReportBuckets refuses.
 func ReadSubjectReport(ctx context.Context, db DB, q ReportQuery) (SubjectReport, error) {
-	query, ok := subjectSQLs[q.SubjectKind]
-	if !ok {
-		return SubjectReport{}, fmt.Errorf("report of a %q: %w", q.SubjectKind, ErrNotFound)
-	}
-	var s ReportSubject
-	var tplID, acctID *int64
-	var tplName, tplLang, acctName *string
-	err := db.QueryRow(ctx, query, q.CompanyID, q.SubjectID).Scan(&s.ID, &s.Name, &tplID, &tplName, &tplLang, &acctID, &acctName)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return SubjectReport{}, fmt.Errorf("%s %d: %w", q.SubjectKind, q.SubjectID, ErrNotFound)
-	}
+	s, err := ReadSubject(ctx, db, q.CompanyID, q.SubjectKind, q.SubjectID)
 	if err != nil {
-		return SubjectReport{}, fmt.Errorf("read %s %d: %w", q.SubjectKind, q.SubjectID, err)
-	}
-	if tplID != nil {
-		s.Template = &TemplateRef{ID: *tplID, Name: *tplName, Language: *tplLang}
-	}
-	if acctID != nil {
-		s.MessagingAccount = &NamedRef{ID: *acctID, Name: *acctName}
+		return SubjectReport{}, err
 	}
 	rep, err := ReadReport(ctx, db, q)
 	if err != nil {

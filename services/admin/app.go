@@ -24,6 +24,7 @@ import (
 	"github.com/parleyhq/parley/services/admin/internal/conversations"
 	"github.com/parleyhq/parley/services/admin/internal/credentials"
 	"github.com/parleyhq/parley/services/admin/internal/loginthrottle"
+	"github.com/parleyhq/parley/services/admin/internal/reports"
 )
 
 // sessionSweepInterval is how often expired console sessions are deleted.
@@ -99,6 +100,7 @@ func newApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func() 
 		}, now),
 		Credentials:       creds,
 		Sends:             batches.New(pool, now),
+		Reports:           reports.New(pool),
 		Webhooks:          hooks,
 		Conversations:     conversations.New(pool, js, cfg.NATS, now),
 		Sessions:          sessions,

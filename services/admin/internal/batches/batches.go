@@ -64,7 +64,13 @@ type Batch struct {
 	ID   string
 	Kind string
 	// Name is the campaign's or automation's name, "" for neither.
-	Name         string
+	Name string
+	// CampaignID and AutomationID are what the batch sends (nil for
+	// neither); SegmentID and SegmentName whom a campaign went to.
+	CampaignID   *int64
+	AutomationID *int64
+	SegmentID    *int64
+	SegmentName  string
 	Source       string
 	Status       string
 	Error        string
@@ -120,6 +126,7 @@ func (b Batch) Cancellable() bool {
 
 const batchColumns = `b.id::text, b.kind::text,
 	COALESCE((SELECT c.name FROM campaigns c WHERE c.id = b.campaign_id), (SELECT a.name FROM automations a WHERE a.id = b.automation_id), ''),
+	b.campaign_id, b.automation_id, b.segment_id, COALESCE((SELECT s.name FROM segments s WHERE s.id = b.segment_id), ''),
 	b.source, b.status::text, COALESCE(b.error, ''), b.contact_count, b.is_forced,
 	b.accepted_at, b.scheduled_at, b.completed_at, b.cancelled_at,
 	COALESCE((SELECT jsonb_object_agg(s, n) FROM (SELECT m.state::text AS s, count(*) AS n FROM messages m
@@ -127,7 +134,7 @@ const batchColumns = `b.id::text, b.kind::text,
 
 func scanBatch(row pgx.Row) (Batch, error) {
 	var b Batch
-	err := row.Scan(&b.ID, &b.Kind, &b.Name, &b.Source, &b.Status, &b.Error, &b.ContactCount, &b.IsForced,
+	err := row.Scan(&b.ID, &b.Kind, &b.Name, &b.CampaignID, &b.AutomationID, &b.SegmentID, &b.SegmentName, &b.Source, &b.Status, &b.Error, &b.ContactCount, &b.IsForced,
 		&b.AcceptedAt, &b.ScheduledAt, &b.CompletedAt, &b.CancelledAt, &b.Counts)
 	b.Source = string(bus.ParseSource(b.Source)) // a legacy spelling reads as the canonical one
 	return b, err

@@ -1,7 +1,8 @@
 // Package cli is parleyctl, the operator's command line: it migrates the
 // schema, provisions companies and what they configure (users, API keys,
 // messaging accounts, templates, campaigns, automations, connectors), reads
-// and cancels its sends (batches), and seeds a demo company for local runs.
+// and cancels its sends (batches), reads its campaigns' and automations'
+// reports, and seeds a demo company for local runs.
 //
 // Every command prints a table, or with --json only JSON on stdout (one
 // object or one array, snake_case keys). Errors go to stderr; the exit code is
@@ -241,6 +242,7 @@ Every command accepts --json and then prints only JSON on stdout.`),
 		optOutCmd(e),
 		segmentsCmd(e),
 		batchesCmd(e),
+		reportsCmd(e),
 		conversationsCmd(e),
 	)
 	return root

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parleyhq/parley/pkg/record"
 	"github.com/parleyhq/parley/services/admin/internal/batches"
 )
 
@@ -28,6 +29,7 @@ var stateStyles = map[string]stateStyle{
 	"sent":            {"Sent", "#2e90fa"},
 	"delivered":       {"Delivered", "#12b76a"},
 	"read":            {"Read", "#067647"},
+	"replied":         {"Replied", "#7a5af8"},
 	"failed":          {"Failed", "#d92d20"},
 	"skipped_opt_out": {"Skipped (opted out)", "#f79009"},
 	"cancelled":       {"Cancelled", "#475467"},
@@ -167,6 +169,129 @@ func timelineChart(tl batches.Timeline) template.HTML {
 		anchor := []string{"start", "middle", "end"}[j]
 		fmt.Fprintf(&sb, `<text x="%.1f" y="%g" text-anchor="%s" fill="#667085" font-size="11">%s</text>`,
 			xOf(i), height-8, anchor, tl.At[i].UTC().Format(layout))
+	}
+	sb.WriteString(`</svg>`)
+	return template.HTML(sb.String())
+}
+
+// reportLine is one line of a report's chart: a metric of its series.
+type reportLine struct {
+	Key   string
+	Value func(record.Counts) int64
+}
+
+// reportLines are the lines of a report's chart, in the legend's order.
+var reportLines = []reportLine{
+	{"sent", func(c record.Counts) int64 { return c.Sent }},
+	{"delivered", func(c record.Counts) int64 { return c.Delivered }},
+	{"read", func(c record.Counts) int64 { return c.Read }},
+	{"replied", func(c record.Counts) int64 { return c.Replied }},
+	{"failed", func(c record.Counts) int64 { return c.Failed }},
+}
+
+// reportDots is the most steps a report's chart marks each point of: more
+// would crowd the lines.
+const reportDots = 48
+
+// niceCeil is the smallest 1, 2 or 5 times a power of ten at or above n
+// (n > 0): the top of a chart's axis.
+func niceCeil(n int64) int64 {
+	for p := int64(1); ; p *= 10 {
+		for _, m := range []int64{1, 2, 5} {
+			if m*p >= n {
+				return m * p
+			}
+		}
+	}
+}
+
+// stepLabel writes a report step's start as its axis and tooltips do.
+func stepLabel(t time.Time, interval string) string {
+	if interval == record.IntervalHour {
+		return t.UTC().Format("2 Jan 15:04")
+	}
+	return t.UTC().Format("2 Jan 2006")
+}
+
+// reportChart draws a report's series as one line per metric (sent,
+// delivered, read, replied, failed): how many messages reached each state
+// in each step. Each step is a point at the middle of its width.
+func reportChart(series []record.ReportPoint, interval string) template.HTML {
+	const (
+		width, height         = 720.0, 260.0
+		left, right, top, bot = 52.0, 16.0, 12.0, 28.0
+	)
+	pw, ph := width-left-right, height-top-bot
+	var max int64
+	totals := make([]int64, len(reportLines))
+	for _, p := range series {
+		for j, l := range reportLines {
+			v := l.Value(p.Counts)
+			totals[j] += v
+			if v > max {
+				max = v
+			}
+		}
+	}
+	var sb strings.Builder
+	summary := "No messages in this range"
+	n := len(series)
+	if n > 0 {
+		var parts []string
+		for j, l := range reportLines {
+			parts = append(parts, fmt.Sprintf("%s %d", styleOf(l.Key).Label, totals[j]))
+		}
+		summary = fmt.Sprintf("Messages by %s from %s to %s: %s", interval, stepLabel(series[0].Start, interval),
+			stepLabel(series[n-1].Start, interval), strings.Join(parts, ", "))
+	}
+	fmt.Fprintf(&sb, `<svg class="report-chart" id="report-chart" viewBox="0 0 %g %g" width="100%%" role="img" aria-label="%s">`,
+		width, height, template.HTMLEscapeString(summary))
+	fmt.Fprintf(&sb, `<title>%s</title>`, template.HTMLEscapeString(summary))
+	if max == 0 {
+		fmt.Fprintf(&sb, `<text x="%g" y="%g" text-anchor="middle" fill="#667085" font-size="14">No messages in this range</text></svg>`, width/2, height/2)
+		return template.HTML(sb.String())
+	}
+	axis := niceCeil(max)
+	xOf := func(i int) float64 { return left + pw*(float64(i)+0.5)/float64(n) }
+	yOf := func(v int64) float64 { return top + ph - ph*float64(v)/float64(axis) }
+	ticks := []int64{0, axis}
+	if axis%2 == 0 {
+		ticks = []int64{0, axis / 2, axis}
+	}
+	for _, v := range ticks {
+		y := yOf(v)
+		fmt.Fprintf(&sb, `<line x1="%g" x2="%g" y1="%.1f" y2="%.1f" stroke="#eaecf0"/>`, left, left+pw, y, y)
+		fmt.Fprintf(&sb, `<text x="%g" y="%.1f" text-anchor="end" dominant-baseline="middle" fill="#667085" font-size="11">%d</text>`, left-6, y, v)
+	}
+	for _, l := range reportLines {
+		st := styleOf(l.Key)
+		pts := make([]string, n)
+		for i, p := range series {
+			pts[i] = fmt.Sprintf("%.1f,%.1f", xOf(i), yOf(l.Value(p.Counts)))
+		}
+		fmt.Fprintf(&sb, `<polyline class="line line-%s" points="%s" fill="none" stroke="%s" stroke-width="2" stroke-linejoin="round"><title>%s</title></polyline>`,
+			l.Key, strings.Join(pts, " "), st.Color, template.HTMLEscapeString(st.Label))
+		if n > reportDots {
+			continue
+		}
+		for i, p := range series {
+			v := l.Value(p.Counts)
+			fmt.Fprintf(&sb, `<circle class="dot dot-%s" cx="%.1f" cy="%.1f" r="2.5" fill="%s"><title>%s: %s %d</title></circle>`,
+				l.Key, xOf(i), yOf(v), st.Color, template.HTMLEscapeString(stepLabel(p.Start, interval)), template.HTMLEscapeString(st.Label), v)
+		}
+	}
+	fmt.Fprintf(&sb, `<line x1="%g" x2="%g" y1="%g" y2="%g" stroke="#98a2b3"/>`, left, left+pw, top+ph, top+ph)
+	labels := []int{0, (n - 1) / 2, n - 1}
+	anchors := []string{"start", "middle", "end"}
+	if n < 3 {
+		labels, anchors = []int{0, n - 1}, []string{"middle", "middle"}
+	}
+	for j, i := range labels {
+		if j > 0 && i == labels[j-1] {
+			continue
+		}
+		fmt.Fprintf(&sb, `<text x="%.1f" y="%g" text-anchor="%s" fill="#667085" font-size="11">%s</text>`,
+			xOf(i), height-8, anchors[j], template.HTMLEscapeString(stepLabel(series[i].Start, interval)))
 	}
 	sb.WriteString(`</svg>`)
 	return template.HTML(sb.String())

@@ -54,6 +54,7 @@ import (
 	"github.com/parleyhq/parley/services/admin/internal/conversations"
 	"github.com/parleyhq/parley/services/admin/internal/credentials"
 	"github.com/parleyhq/parley/services/admin/internal/loginthrottle"
+	"github.com/parleyhq/parley/services/admin/internal/reports"
 )
 
 //go:embed templates/*.html
@@ -79,7 +80,9 @@ type Deps struct {
 	Throttle    *loginthrottle.Throttle
 	Credentials *credentials.Service
 	Sends       *batches.Store
-	Webhooks    *webhooks.Store
+	// Reports reads the campaigns' and automations' reports.
+	Reports  *reports.Store
+	Webhooks *webhooks.Store
 	// Conversations reads conversations and sends replies.
 	Conversations *conversations.Store
 	Sessions      *scs.SessionManager
@@ -183,6 +186,7 @@ func New(d Deps) (*Console, error) {
 	pagesMux.Handle("GET "+PathSends+"/{batchID}", c.requireUser(c.batchPage))
 	pagesMux.Handle("GET "+PathSends+"/{batchID}/cancel", c.requireAdminFor(cancelReserved, c.cancelConfirmPage))
 	pagesMux.Handle("POST "+PathSends+"/{batchID}/cancel", c.requireAdminFor(cancelReserved, c.cancelBatch))
+	c.routeReports(pagesMux)
 	c.routeWebhooks(pagesMux)
 	c.routeConversations(pagesMux)
 	pagesMux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

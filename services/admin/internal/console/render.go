@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ type pages struct {
 	signIn, credentials, revokeConfirm, errorPage, sends, batch, cancelConfirm *template.Template
 	webhooks, webhook, webhookDelete                                           *template.Template
 	conversations, thread                                                      *template.Template
+	subjects, report                                                           *template.Template
 }
 
 var funcs = template.FuncMap{
@@ -131,6 +133,23 @@ var funcs = template.FuncMap{
 	"deliveryClass": deliveryClass,
 	"typesText":     typesText,
 	"overlapHours":  func() int { return int(webhooks.RotationOverlap / time.Hour) },
+	"count":         formatCount,
+	"rate":          formatRate,
+	"rateValue": func(r *float64) string {
+		if r == nil {
+			return ""
+		}
+		return strconv.FormatFloat(*r, 'f', -1, 64)
+	},
+	"day":  func(t time.Time) string { return t.UTC().Format("2 Jan 2006") },
+	"step": stepLabel,
+	"on":   func(p *bool) bool { return p != nil && *p },
+	"deref64": func(p *int64) int64 {
+		if p == nil {
+			return 0
+		}
+		return *p
+	},
 	"deref": func(p *int) string {
 		if p == nil {
 			return "–"
@@ -167,12 +186,41 @@ func parsePages() (*pages, error) {
 		"webhook_delete.html": &p.webhookDelete,
 		"conversations.html":  &p.conversations,
 		"thread.html":         &p.thread,
+		"subjects.html":       &p.subjects,
+		"report.html":         &p.report,
 	} {
 		if *dst, err = parse(name); err != nil {
 			return nil, err
 		}
 	}
 	return &p, nil
+}
+
+// formatCount writes a count with thousands separators: 1,234,567.
+func formatCount(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var out []byte
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	if neg {
+		return "-" + string(out)
+	}
+	return string(out)
+}
+
+// formatRate writes a report's ratio as a percentage with one decimal, or
+// a dash when it has no denominator.
+func formatRate(r *float64) string {
+	if r == nil {
+		return "–"
+	}
+	return strconv.FormatFloat(*r*100, 'f', 1, 64) + "%"
 }
 
 // formatTime is how the console writes a moment: in UTC, said so.
@@ -196,8 +244,8 @@ func remaining(d time.Duration) string {
 // view is what the layout needs, plus the page's own data.
 type view struct {
 	Title string
-	// Nav is the sidebar entry of the page: "sends", "conversations",
-	// "credentials" or "webhooks".
+	// Nav is the sidebar entry of the page: "sends", "campaigns",
+	// "automations", "conversations", "credentials" or "webhooks".
 	Nav     string
 	User    *accounts.User
 	Company credentials.Company
