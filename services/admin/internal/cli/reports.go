@@ -16,7 +16,42 @@ import (
 
 func reportsCmd(e *env) *cobra.Command {
 	return group("reports", "Read what a campaign's or an automation's messages did over a range, by day or by hour",
-		reportCmd(e, record.SubjectCampaign), reportCmd(e, record.SubjectAutomation))
+		reportCmd(e, record.SubjectCampaign), reportCmd(e, record.SubjectAutomation), rebuildReportsCmd(e))
+}
+
+// rebuildReportsCmd recomputes a company's report counters from its messages.
+func rebuildReportsCmd(e *env) *cobra.Command {
+	var company string
+	c := &cobra.Command{
+		Use:   "rebuild",
+		Short: "Recompute a company's report counters from its messages",
+		Long: strings.TrimSpace(`
+Replaces the company's report counters (report_hours, and the deltas not
+folded yet) with those computed from its messages (record.RebuildReports), in
+one transaction: for counters found wrong, or messages changed by hand. It
+reads every message of the company (minutes for tens of millions). Changes
+committed while it runs may count twice: run it while the company sends
+nothing.`),
+		Example: `  parleyctl reports rebuild --company acme`,
+		Args:    exactArgs(0, "no arguments"),
+	}
+	c.RunE = run(func(ctx context.Context, args []string) error {
+		pool, co, err := e.companyDB(ctx, company)
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		n, err := record.RebuildReports(ctx, pool, co.ID)
+		if err != nil {
+			return err
+		}
+		took := time.Since(start).Round(time.Millisecond)
+		return e.emit(map[string]any{"company": co.Slug, "counter_rows": n, "seconds": took.Seconds()}, func(w io.Writer) {
+			fmt.Fprintf(w, "rebuilt the report counters of %s from its messages: %d counter rows in %s\n", co.Slug, n, took)
+		})
+	})
+	companyFlag(c, &company)
+	return c
 }
 
 // reportSpan is the range of a report without --from: the 30 days by day,

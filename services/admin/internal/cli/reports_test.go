@@ -146,3 +146,32 @@ func TestReports(t *testing.T) {
 		s.fails(ExitUsage, "takes one campaign id", "reports", "campaign", "--company", "acme")
 	})
 }
+
+// TestReportsRebuild: counters that drifted are recomputed from the
+// messages, and the report is what it was.
+func TestReportsRebuild(t *testing.T) {
+	s := newStack(t)
+	f := s.seedBatches()
+	s.seedReports(f)
+	ctx := context.Background()
+	q := record.ReportQuery{CompanyID: f.acme, SubjectKind: record.SubjectCampaign, SubjectID: f.campaign,
+		From: time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2025, 6, 4, 0, 0, 0, 0, time.UTC), Interval: record.IntervalDay}
+	before, err := record.ReadSubjectReport(ctx, s.pool, q)
+	if err != nil || before.Accepted == 0 {
+		t.Fatalf("report before: %+v, %v", before.Counts, err)
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE report_hours SET n = n + 1000 WHERE company_id = $1`, f.acme); err != nil {
+		t.Fatal(err)
+	}
+	r := s.run("", "reports", "rebuild", "--company", "acme")
+	if r.code != 0 || !strings.Contains(r.stdout, "rebuilt the report counters of acme") {
+		t.Fatalf("rebuild: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	after, err := record.ReadSubjectReport(ctx, s.pool, q)
+	if err != nil || after.Counts != before.Counts {
+		t.Fatalf("report after the rebuild %+v (%v), want %+v", after.Counts, err, before.Counts)
+	}
+	if r := s.run("", "reports", "rebuild", "--company", "nobody"); r.code == 0 {
+		t.Fatalf("rebuild of an unknown company: %d %s", r.code, r.stdout)
+	}
+}
