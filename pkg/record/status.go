@@ -116,6 +116,63 @@ SELECT b.n, upd.id, upd.company_id, upd.batch_id, upd.phone, upd.state, upd.prov
 	upd.prior, upd.failed_at, upd.delivered_at, upd.billable, upd.category, upd.model
 FROM (SELECT count(*) AS n FROM back) b LEFT JOIN upd ON true`
 
+// applyPricingSQL records the pricing of messages that have none, from
+// any status callback that carries it ($1-$4), whatever the status: the
+// Cloud API sends no delivered callback for a message read at once, and
+// its read callback may carry no pricing, so a sent callback's may be the
+// only one. It runs after applyStatusesSQL, in its transaction: a message
+// that statement priced is left alone.
+const applyPricingSQL = `
+WITH p AS (
+	SELECT DISTINCT ON (wamid) wamid, billable, left(category, 64) AS category, left(model, 64) AS model
+	FROM unnest($1::text[], $2::bool[], $3::text[], $4::text[]) AS p(wamid, billable, category, model)
+	WHERE category <> ''
+	ORDER BY wamid
+)
+UPDATE messages m SET billable = p.billable, pricing_category = p.category, pricing_model = NULLIF(p.model, '')
+FROM p
+WHERE m.provider_message_id = p.wamid AND m.pricing_category IS NULL
+RETURNING m.batch_id::text, m.state::text, m.delivered_at, m.billable, m.pricing_category`
+
+// applyPricing records the pricing the callbacks carry on messages that
+// have none, and counts the billable ones already delivered (a message
+// delivered later is counted by its delivery).
+func applyPricing(ctx context.Context, db DB, rows []statusRow) error {
+	var wamids, categories, models []string
+	var billables []bool
+	for _, r := range rows {
+		if r.category != "" {
+			wamids, categories, models = append(wamids, r.wamid), append(categories, r.category), append(models, r.model)
+			billables = append(billables, r.billable)
+		}
+	}
+	if len(wamids) == 0 {
+		return nil
+	}
+	dbRows, err := db.Query(ctx, applyPricingSQL, wamids, billables, categories, models)
+	if err != nil {
+		return fmt.Errorf("record pricing: %w", err)
+	}
+	d := deltas{}
+	for dbRows.Next() {
+		var batch, state, category string
+		var deliveredAt *time.Time
+		var billable bool
+		if err := dbRows.Scan(&batch, &state, &deliveredAt, &billable, &category); err != nil {
+			dbRows.Close()
+			return fmt.Errorf("record pricing: %w", err)
+		}
+		if billable && deliveredAt != nil && (State(state) == StateDelivered || State(state) == StateRead) {
+			d.add(batch, *deliveredAt, metricBillable, 0, category, 1)
+		}
+	}
+	dbRows.Close()
+	if err := dbRows.Err(); err != nil {
+		return fmt.Errorf("record pricing: %w", err)
+	}
+	return d.write(ctx, db)
+}
+
 func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, backlog bool) (ApplyResult, error) {
 	var res ApplyResult
 	if len(rows) == 0 {
@@ -169,6 +226,9 @@ func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, 
 	}
 	res.Applied = len(changed)
 	if err := emitMessages(ctx, db, changed); err != nil {
+		return ApplyResult{}, err
+	}
+	if err := applyPricing(ctx, db, rows); err != nil {
 		return ApplyResult{}, err
 	}
 	if refused := refusedWamids(rows); len(refused) > 0 {

@@ -142,9 +142,11 @@ type StatusUpdate struct {
 	Pricing *Pricing
 }
 
-// Pricing is a status's pricing object: billable, the pricing category
-// (marketing, utility, authentication, service, ...) and the pricing model
-// (PMP: per message).
+// Pricing is a status's pricing object: billable (from its type when it has
+// one: regular is charged, free_customer_service and free_entry_point are
+// not; else its deprecated billable), the pricing category (marketing,
+// utility, authentication, service, ...) and the pricing model (PMP: per
+// message).
 type Pricing struct {
 	Billable bool
 	Category string
@@ -476,7 +478,14 @@ func ParseWebhook(body []byte) (Webhook, error) {
 					u.Errors = append(u.Errors, se)
 				}
 				if p := s.Pricing; p != nil && p.Category != "" {
-					u.Pricing = &Pricing{Billable: p.Billable, Category: p.Category, Model: p.PricingModel}
+					// Per-message pricing deprecates billable for type:
+					// regular is charged, free_customer_service and
+					// free_entry_point are not.
+					billable := p.Billable
+					if p.Type != "" {
+						billable = p.Type == "regular"
+					}
+					u.Pricing = &Pricing{Billable: billable, Category: p.Category, Model: p.PricingModel}
 				}
 				w.Statuses = append(w.Statuses, u)
 			}

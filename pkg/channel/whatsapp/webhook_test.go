@@ -94,8 +94,10 @@ func TestParseStatusWebhook(t *testing.T) {
 	}
 	const wamid = "wamid.HBgLMTY1MDM4Nzk0MzkVAgARGBJDQjZCMzlEQUE4OTJBMTE4RTUA"
 	want := []whatsapp.StatusUpdate{
-		{PhoneNumberID: "106540352242922", MessageID: wamid, Status: whatsapp.StatusSent, Timestamp: time.Unix(1750263773, 0).UTC(), RecipientID: "16505551234"},
-		{PhoneNumberID: "106540352242922", MessageID: wamid, Status: whatsapp.StatusDelivered, Timestamp: time.Unix(1750263775, 0).UTC(), RecipientID: "16505551234"},
+		{PhoneNumberID: "106540352242922", MessageID: wamid, Status: whatsapp.StatusSent, Timestamp: time.Unix(1750263773, 0).UTC(), RecipientID: "16505551234",
+			Pricing: &whatsapp.Pricing{Billable: true, Category: "marketing", Model: "PMP"}},
+		{PhoneNumberID: "106540352242922", MessageID: wamid, Status: whatsapp.StatusDelivered, Timestamp: time.Unix(1750263775, 0).UTC(), RecipientID: "16505551234",
+			Pricing: &whatsapp.Pricing{Billable: true, Category: "marketing", Model: "PMP"}},
 		{PhoneNumberID: "106540352242923", MessageID: "wamid.HBgLMzkzMzMxMjM0NTY3FQIAERgSQUJDREVGMDEyMzQ1Njc4OUEA", Status: whatsapp.StatusFailed,
 			Timestamp: time.Unix(1750263790, 0).UTC(), RecipientID: "393331234567",
 			Errors: []whatsapp.StatusError{{Code: 131026, Title: "Message undeliverable", Message: "Message undeliverable", Details: "Message Undeliverable."}}},
@@ -149,6 +151,30 @@ func TestStatusesNeverMoveBackwards(t *testing.T) {
 		}
 		if cur != r {
 			t.Errorf("order %v ended on %q", order, cur)
+		}
+	}
+}
+
+// TestParseStatusPricing: per-message pricing's type says whether a message
+// is charged; the deprecated billable counts only without a type.
+func TestParseStatusPricing(t *testing.T) {
+	status := func(pricing string) string {
+		return `{"object":"whatsapp_business_account","entry":[{"id":"1","changes":[{"field":"messages","value":{
+			"messaging_product":"whatsapp","metadata":{"phone_number_id":"106540352242922"},
+			"statuses":[{"id":"wamid.1","status":"delivered","timestamp":"1750263775","recipient_id":"1650555","pricing":` + pricing + `}]}}]}]}`
+	}
+	for pricing, want := range map[string]*whatsapp.Pricing{
+		`{"billable":true,"pricing_model":"PMP","category":"service","type":"free_customer_service"}`: {Billable: false, Category: "service", Model: "PMP"},
+		`{"pricing_model":"PMP","category":"utility","type":"regular"}`:                                {Billable: true, Category: "utility", Model: "PMP"},
+		`{"billable":true,"pricing_model":"CBP","category":"marketing"}`:                               {Billable: true, Category: "marketing", Model: "CBP"},
+		`{"billable":true,"pricing_model":"PMP"}`:                                                      nil,
+	} {
+		got, err := whatsapp.ParseStatusWebhook([]byte(status(pricing)))
+		if err != nil || len(got) != 1 {
+			t.Fatalf("%s: %+v, %v", pricing, got, err)
+		}
+		if !reflect.DeepEqual(got[0].Pricing, want) {
+			t.Errorf("%s: pricing %+v, want %+v", pricing, got[0].Pricing, want)
 		}
 	}
 }
