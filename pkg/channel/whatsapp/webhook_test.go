@@ -165,9 +165,9 @@ func TestParseStatusPricing(t *testing.T) {
 	}
 	for pricing, want := range map[string]*whatsapp.Pricing{
 		`{"billable":true,"pricing_model":"PMP","category":"service","type":"free_customer_service"}`: {Billable: false, Category: "service", Model: "PMP"},
-		`{"pricing_model":"PMP","category":"utility","type":"regular"}`:                                {Billable: true, Category: "utility", Model: "PMP"},
-		`{"billable":true,"pricing_model":"CBP","category":"marketing"}`:                               {Billable: true, Category: "marketing", Model: "CBP"},
-		`{"billable":true,"pricing_model":"PMP"}`:                                                      nil,
+		`{"pricing_model":"PMP","category":"utility","type":"regular"}`:                               {Billable: true, Category: "utility", Model: "PMP"},
+		`{"billable":true,"pricing_model":"CBP","category":"marketing"}`:                              {Billable: true, Category: "marketing", Model: "CBP"},
+		`{"billable":true,"pricing_model":"PMP"}`:                                                     nil,
 	} {
 		got, err := whatsapp.ParseStatusWebhook([]byte(status(pricing)))
 		if err != nil || len(got) != 1 {
