@@ -26,15 +26,7 @@ type MessageExport interface {
 	Each(ctx context.Context, fn func(*record.ExportRow) error) (int64, error)
 }
 
-const (
-	msgExportsBusy = "Too many exports are running: retry in a few seconds"
-	// exportFlushEvery is how often a download is flushed to the client
-	// (and its write deadline moved on): rows reach it as they are read,
-	// and a client that stops reading is cut off after exportWriteTimeout.
-	exportFlushEvery   = time.Second
-	exportWriteTimeout = 30 * time.Second
-	csvContentType     = "text/csv; charset=utf-8"
-)
+const msgExportsBusy = "Too many exports are running: retry in a few seconds"
 
 // batchExport serves GET /api/batches/{batch_id}/export.
 func (h *handlers) batchExport(c *gin.Context) {
@@ -90,9 +82,10 @@ func exportRange(c *gin.Context, scope record.ExportScope) (record.ExportQuery, 
 // export answers a CSV of the export q of the caller's company: 422 for a
 // range it refuses, 404 (notFound) for what the company does not have,
 // 503 when every export slot is taken, all before the first byte. Then it
-// streams the rows as they are read; an error after the first byte cuts
-// the connection (http.ErrAbortHandler), so that the client sees a failed
-// download, never a short file that looks whole.
+// streams the rows as they are read (csvexport.Response: flushed every
+// second, past the server's write timeout); an error after the first byte
+// cuts the connection (http.ErrAbortHandler), so that the client sees a
+// failed download, never a short file that looks whole.
 func (h *handlers) export(c *gin.Context, q record.ExportQuery, notFound string) {
 	q.CompanyID = principal(c).CompanyID
 	if q.Scope == record.ExportBatch {
@@ -122,106 +115,30 @@ func (h *handlers) export(c *gin.Context, q record.ExportQuery, notFound string)
 		return
 	}
 	start := time.Now()
-	s := newCSVStream(c, e.Filename())
-	n, err := e.Each(c.Request.Context(), s.row)
+	resp := csvexport.NewResponse(c.Writer, e.Filename(), record.ExportColumns, csvexport.Options{})
+	var cells []string
+	n, err := e.Each(c.Request.Context(), func(r *record.ExportRow) error {
+		cells = r.Cells(cells)
+		return resp.Write(cells)
+	})
 	if err == nil {
-		err = s.flush()
+		err = resp.Close()
 	}
 	fields := []zap.Field{zap.String("scope", string(q.Scope)), zap.Int64("company_id", q.CompanyID),
 		zap.Int64("rows", n), zap.Duration("took", time.Since(start))}
-	if err != nil {
-		// The status line and some rows are out: only a cut connection
-		// can still tell the client that the file is not whole.
-		if c.Request.Context().Err() != nil {
-			h.log.Info("export abandoned by the client", append(fields, zap.Error(err))...)
-		} else {
-			h.log.Error("export failed after its first bytes; connection cut", append(fields, zap.Error(err))...)
-		}
+	switch {
+	case err == nil:
+		h.log.Info("export", fields...)
+	case !resp.Started():
+		h.log.Error("export failed before its first byte", append(fields, zap.Error(err))...)
+		abortUnavailable(c)
+	case c.Request.Context().Err() != nil:
+		h.log.Info("export abandoned by the client", append(fields, zap.Error(err))...)
+		panic(http.ErrAbortHandler)
+	default:
+		// The status and some rows are out: only a cut connection can
+		// still tell the client that the file is not whole.
+		h.log.Error("export failed after its first bytes; connection cut", append(fields, zap.Error(err))...)
 		panic(http.ErrAbortHandler)
 	}
-	h.log.Info("export", fields...)
-}
-
-// csvStream writes an export to the response: the headers and the header
-// row when it starts, then rows through a buffer flushed at least every
-// exportFlushEvery.
-type csvStream struct {
-	c        *gin.Context
-	filename string
-	rc       *http.ResponseController
-	w        *csvexport.Writer
-	cells    []string
-	started  bool
-	last     time.Time
-}
-
-func newCSVStream(c *gin.Context, filename string) *csvStream {
-	return &csvStream{c: c, filename: filename, rc: http.NewResponseController(c.Writer),
-		w: csvexport.NewWriter(c.Writer, csvexport.Options{})}
-}
-
-// start sends the status, the headers and the CSV's header row. A
-// download outlives the server's write timeout (30 s, meant for the API's
-// small answers): the write deadline moves on as rows go out (extend).
-// The read timeout does not matter: net/http lifts the read deadline once
-// a request without a body is read.
-func (s *csvStream) start() error {
-	s.started = true
-	h := s.c.Writer.Header()
-	h["Content-Type"] = []string{csvContentType}
-	h["Content-Disposition"] = []string{`attachment; filename="` + s.filename + `"`}
-	s.c.Writer.WriteHeader(http.StatusOK)
-	if err := s.w.Write(record.ExportColumns); err != nil {
-		return err
-	}
-	return s.flush()
-}
-
-// row writes one row, flushing when the last flush is exportFlushEvery
-// old. The write deadline is moved on before anything is written.
-func (s *csvStream) row(r *record.ExportRow) error {
-	if !s.started {
-		if err := s.start(); err != nil {
-			return err
-		}
-	}
-	due := time.Since(s.last) >= exportFlushEvery
-	if due {
-		if err := s.extend(); err != nil {
-			return err
-		}
-	}
-	s.cells = r.Cells(s.cells)
-	if err := s.w.Write(s.cells); err != nil {
-		return err
-	}
-	if due {
-		return s.flush()
-	}
-	return nil
-}
-
-func (s *csvStream) extend() error {
-	if err := s.rc.SetWriteDeadline(time.Now().Add(exportWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
-	}
-	return nil
-}
-
-// flush sends what is buffered (starting the answer if no row came).
-func (s *csvStream) flush() error {
-	if !s.started {
-		return s.start()
-	}
-	if err := s.extend(); err != nil {
-		return err
-	}
-	if err := s.w.Flush(); err != nil {
-		return err
-	}
-	s.last = time.Now()
-	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
-	}
-	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/parleyhq/parley/pkg/csvexport"
 	"github.com/parleyhq/parley/pkg/ratelimit"
 	"github.com/parleyhq/parley/pkg/record"
 	"github.com/parleyhq/parley/services/gateway/internal/auth"
@@ -35,20 +36,21 @@ func (noLimit) Allow(context.Context, string, ratelimit.Limit) ratelimit.Result 
 }
 
 // fakeExport yields rows rows, gap apart; with release, it waits for it
-// before row waitAt; with failAfter, it fails after that many.
+// before row waitAt; with fail, it fails before row failAt.
 type fakeExport struct {
-	rows      int
-	gap       time.Duration
-	failAfter int
-	release   chan struct{}
-	waitAt    int
+	rows    int
+	gap     time.Duration
+	fail    bool
+	failAt  int
+	release chan struct{}
+	waitAt  int
 }
 
 func (f *fakeExport) Filename() string { return "campaign-7-spring_2026-11-01_2026-11-30.csv" }
 
 func (f *fakeExport) Each(ctx context.Context, fn func(*record.ExportRow) error) (int64, error) {
 	for i := range f.rows {
-		if f.failAfter > 0 && i == f.failAfter {
+		if f.fail && i == f.failAt {
 			return int64(i), errors.New("the database went away")
 		}
 		if i == f.waitAt && f.release != nil {
@@ -132,7 +134,7 @@ func get(t *testing.T, srv *httptest.Server, path string) *http.Response {
 // neutralised.
 func TestExportStreams(t *testing.T) {
 	release := make(chan struct{})
-	x := &fakeExports{e: &fakeExport{rows: 3, gap: exportFlushEvery + 100*time.Millisecond, release: release, waitAt: 2}}
+	x := &fakeExports{e: &fakeExport{rows: 3, gap: csvexport.FlushEvery + 100*time.Millisecond, release: release, waitAt: 2}}
 	srv := exportServer(t, x, 30*time.Second, 1)
 	resp := get(t, srv, "/api/campaigns/7/export?from=2026-11-01T00:00:00Z&to=2026-11-30T00:00:00%2B01:00")
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/csv; charset=utf-8" ||
@@ -169,7 +171,7 @@ func TestExportStreams(t *testing.T) {
 // TestExportErrorCutsTheConnection: an error after the first bytes leaves
 // the client with a failed download, never a short file that ends well.
 func TestExportErrorCutsTheConnection(t *testing.T) {
-	srv := exportServer(t, &fakeExports{e: &fakeExport{rows: 10, failAfter: 2}}, 30*time.Second, 1)
+	srv := exportServer(t, &fakeExports{e: &fakeExport{rows: 10, fail: true, failAt: 2}}, 30*time.Second, 1)
 	resp := get(t, srv, "/api/exports/messages")
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d", resp.StatusCode)
@@ -236,6 +238,14 @@ func TestExportRefusals(t *testing.T) {
 		}
 	}
 	x.err = nil
+
+	// A failure before the first row is still an answer.
+	x.e = &fakeExport{rows: 3, fail: true}
+	if r := get(t, srv, "/api/exports/messages"); r.StatusCode != 503 || r.Header.Get("Retry-After") != "1" ||
+		r.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("failed before a row: %d %v", r.StatusCode, r.Header)
+	}
+	x.e = &fakeExport{rows: 1}
 
 	// The range: to defaults to now, from to 30 days before it.
 	before := time.Now()
