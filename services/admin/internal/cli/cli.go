@@ -242,6 +242,7 @@ Every command accepts --json and then prints only JSON on stdout.`),
 		segmentsCmd(e),
 		batchesCmd(e),
 		conversationsCmd(e),
+		exportCmd(e),
 	)
 	return root
 }
