@@ -1,16 +1,21 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/csv"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
 	"github.com/parleyhq/parley/pkg/record"
@@ -148,5 +153,53 @@ func TestExportEndToEnd(t *testing.T) {
 	r = s.do(http.MethodGet, "/api/exports/messages?to=last+week", rival.key, nil)
 	if r.status != 422 || !strings.Contains(string(r.body), `"loc":["query","to"]`) {
 		t.Fatalf("a bad to: %d %s", r.status, r.body)
+	}
+}
+
+// TestExportCutWhenTheDatabaseFails: a database failure after the file has
+// started (here, the export's connection terminated while the client is
+// still reading) reaches the client as a failed download, not as a short
+// file that ends cleanly.
+func TestExportCutWhenTheDatabaseFails(t *testing.T) {
+	g := newGateway(t, gwOptions{})
+	co := g.provision("export-cut")
+	ctx := context.Background()
+	id := uuid.Must(uuid.NewV7()).String()
+	const n = 30_000 // 6 queries of 5,000 rows, and more than the sockets buffer
+	if _, err := g.pool.Exec(ctx, `INSERT INTO batches (id, company_id, kind, source, campaign_id, contact_count, status, accepted_at)
+		VALUES ($1, $2, 'campaign', 'api:campaigns_send', $3, $4, 'completed', now())`, id, co.company.ID, co.campaign.ID, n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.pool.Exec(ctx, `INSERT INTO messages (batch_id, seq, company_id, phone, state, created_at, updated_at)
+		SELECT $1, s, $2, '+3933' || lpad(s::text, 8, '0'), 'delivered', now(), now() FROM generate_series(0, $3 - 1) s`,
+		id, co.company.ID, n); err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodGet, g.url+"/api/batches/"+id+"/export", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("service-api-key", co.key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); resp.StatusCode != 200 || err != nil || !strings.HasPrefix(line, "message_id,") {
+		t.Fatalf("%d %q %v", resp.StatusCode, line, err)
+	}
+	// The export waits on the client, its transaction open: end it.
+	var killed int
+	if err := g.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%FROM messages m%'`).Scan(&killed); err != nil || killed != 1 {
+		t.Fatalf("terminated %d backends, %v", killed, err)
+	}
+	rest, err := io.ReadAll(br)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("after %d more bytes: %v, want an unexpected EOF", len(rest), err)
+	}
+	if rows := strings.Count(string(rest), "\r\n"); rows >= n {
+		t.Fatalf("%d rows arrived: the failure came too late to test", rows)
 	}
 }
