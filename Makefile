@@ -237,6 +237,12 @@ bench-delivery: ## load test: the campaign dispatcher against its naive floor (m
 bench-delivery-floor: ## load test: the campaign dispatcher against a naive dispatcher on the same 20,000 messages (msg/s and ratio, CPU per message by process, PostgreSQL writes and WAL per message; fails on lost or duplicated sends, or a ratio under 1.0x)
 	@cd testkit/system && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery$$/^Floor' ./campaign/
 
+# The CSV export (pkg/record/export_bench_test.go): record.Export through
+# csvexport to a counter, against the local PostgreSQL.
+.PHONY: bench-export
+bench-export: ## the CSV export of 1,000,000 messages (50 campaign sends, 50,000 automation triggers): rows/s and the Go heap's peak, sampled every 5 ms (fails on a missing row or a peak of 64 MB)
+	@cd pkg && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchExport$$' ./record/
+
 # PARLEY_DRILL_CONTACTS (50000), PARLEY_DRILL_THROUGHPUT (the account's, 2000/s)
 # and PARLEY_DRILL_LATENCY_MS (the simulator's, 50) change the figures.
 .PHONY: drill-segment-50k

@@ -125,6 +125,9 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 		IdempotencyTimeout: 1500 * time.Millisecond, // three attempts of about 500 ms
 		AccessLog:          cfg.AccessLog,
 		Webhook:            httpapi.WebhookConfig{AppSecret: cfg.WebhookAppSecret, VerifyToken: cfg.WebhookVerifyToken},
+		// A CSV download holds a database connection until it ends: half
+		// the pool at most, so that the API's requests always have the rest.
+		MaxExports: max(int(cfg.Postgres.MaxConns)/2, 1),
 	}, httpapi.Deps{
 		Auth:          authn,
 		Limiter:       limiter,
@@ -137,6 +140,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 		Conversations: records,
 		Replies:       replies.New(replies.NewStore(pool, now).WithStream(pub.JetStream(), cfg.NATS), pub, now),
 		Reports:       records,
+		Exports:       records,
 		Docs:          docs,
 		Metrics:       probe.Registry(),
 		Log:           log,
@@ -182,6 +186,16 @@ func (d sendRecords) PhoneMessages(ctx context.Context, companyID int64, phone s
 
 func (d sendRecords) Report(ctx context.Context, q record.ReportQuery) (record.SubjectReport, error) {
 	return record.ReadSubjectReport(ctx, d.pool, q)
+}
+
+// OpenExport checks an export against the record and, for a batch, the
+// stream.
+func (d sendRecords) OpenExport(ctx context.Context, q record.ExportQuery) (httpapi.MessageExport, error) {
+	e, err := record.OpenExport(ctx, d.pool, d.pending, q)
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 func (d sendRecords) CancelBatch(ctx context.Context, companyID int64, batchID string) (record.CancelResult, error) {

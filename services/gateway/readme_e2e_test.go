@@ -50,11 +50,18 @@ func docSection(t *testing.T, name, doc, heading string) string {
 
 // docCommand is a documented curl and the answer the document shows for
 // it, if any: the comment right after the command, "# <status> <JSON>",
-// whose JSON may continue on the next comment lines.
+// whose JSON may continue on the next comment lines, or "# <status>
+// <text>" for an answer that is not JSON (a CSV file): its first line.
 type docCommand struct {
 	cmd    string
 	status string // "" when the document shows no answer
-	body   string // the answer's JSON, "" when only the status is shown
+	body   string // the answer's JSON or first line, "" when only the status is shown
+}
+
+// isJSONAnswer tells a documented JSON answer from the first line of a
+// text one.
+func isJSONAnswer(body string) bool {
+	return strings.HasPrefix(body, "{") || strings.HasPrefix(body, "[")
 }
 
 var answerLine = regexp.MustCompile(`^#\s+([1-5]\d\d)\b\s*(.*)$`)
@@ -78,7 +85,7 @@ func docCommands(section string) []docCommand {
 					collecting = !json.Valid([]byte(last.body))
 				case last != nil && last.status == "" && m != nil:
 					last.status, last.body = m[1], m[2]
-					collecting = last.body != "" && !json.Valid([]byte(last.body))
+					collecting = isJSONAnswer(last.body) && !json.Valid([]byte(last.body))
 				default:
 					last = nil
 				}
@@ -187,6 +194,13 @@ func checkAnswer(c docCommand, status, body string) []string {
 		return []string{fmt.Sprintf("documented %s, answered %s", c.status, status)}
 	}
 	if c.body == "" {
+		return nil
+	}
+	if !isJSONAnswer(c.body) {
+		first, _, _ := strings.Cut(body, "\n")
+		if first = strings.TrimRight(first, "\r"); first != c.body {
+			return []string{fmt.Sprintf("first line %q, documented %q", first, c.body)}
+		}
 		return nil
 	}
 	var doc, real any
@@ -419,5 +433,22 @@ func TestUnrenderableMessageHasItsCode(t *testing.T) {
 	r = s.post("/api/campaigns/send", co.key, campaignBody(camp.ID, to))
 	if c := counts(s.waitBatch(co.key, r.json(t)["batch_id"].(string), 15*time.Second, completed)); sentOrLater(c) != 1 {
 		t.Fatalf("with the variable stored: %v", c)
+	}
+}
+
+// TestDocCommandsTextAnswer: a documented answer that is not JSON (a CSV
+// file's header) is its first line, compared as text, and the comment
+// after it is not taken for more of it.
+func TestDocCommandsTextAnswer(t *testing.T) {
+	cmds := docCommands("```sh\n# a file\ncurl -sS http://x/a.csv\n# 200 id,phone\n# the next one\n" +
+		"curl -sS http://x/b\n# 200 {\"a\":\n#   1}\n```\n")
+	if len(cmds) != 2 || cmds[0].status != "200" || cmds[0].body != "id,phone" || cmds[1].body != `{"a": 1}` {
+		t.Fatalf("%+v", cmds)
+	}
+	if d := checkAnswer(cmds[0], "200", "id,phone\r\n1,'+39333\r\n"); d != nil {
+		t.Fatalf("the same first line: %v", d)
+	}
+	if d := checkAnswer(cmds[0], "200", "id,name\r\n"); len(d) != 1 {
+		t.Fatalf("another first line: %v", d)
 	}
 }

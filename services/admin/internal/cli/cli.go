@@ -244,6 +244,7 @@ Every command accepts --json and then prints only JSON on stdout.`),
 		batchesCmd(e),
 		reportsCmd(e),
 		conversationsCmd(e),
+		exportCmd(e),
 	)
 	return root
 }

@@ -146,6 +146,8 @@ type Console struct {
 	Deps
 	pages   *pages
 	handler http.Handler
+	// downloads holds a token per CSV download running (routeExports).
+	downloads chan struct{}
 }
 
 // New builds the console's handler.
@@ -189,6 +191,7 @@ func New(d Deps) (*Console, error) {
 	c.routeReports(pagesMux)
 	c.routeWebhooks(pagesMux)
 	c.routeConversations(pagesMux)
+	c.routeExports(pagesMux)
 	pagesMux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		c.renderError(w, r, http.StatusNotFound, "Page not found", "There is nothing at this address.")
 	})

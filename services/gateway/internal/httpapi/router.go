@@ -26,6 +26,9 @@ type Config struct {
 	AccessLog bool
 	// Webhook holds the provider webhooks' secrets.
 	Webhook WebhookConfig
+	// MaxExports bounds the CSV downloads running at once (each holds a
+	// database connection): more is 503. 0 is 1.
+	MaxExports int
 }
 
 // Deps are the ports the edge calls.
@@ -44,6 +47,8 @@ type Deps struct {
 	Replies       Replier
 	// Reports reads campaign and automation reports.
 	Reports Reports
+	// Exports streams messages as CSV.
+	Exports Exports
 	// Docs is the OpenAPI document and its page (apidoc.Build(DocLimits())).
 	Docs    *apidoc.Document
 	Metrics prometheus.Registerer
@@ -62,6 +67,8 @@ type handlers struct {
 	conversations Conversations
 	replier       Replier
 	reports       Reports
+	exports       Exports
+	exportSlots   chan struct{}
 	log           *zap.Logger
 }
 
@@ -69,7 +76,8 @@ type handlers struct {
 func New(cfg Config, d Deps) http.Handler {
 	h := &handlers{cfg: cfg, webhook: cfg.Webhook, sends: d.Sends, idem: d.Idempotency,
 		batches: d.Batches, control: d.Control, statuses: d.Statuses, segments: d.Segments,
-		conversations: d.Conversations, replier: d.Replies, reports: d.Reports, log: d.Log}
+		conversations: d.Conversations, replier: d.Replies, reports: d.Reports, exports: d.Exports,
+		exportSlots: make(chan struct{}, max(cfg.MaxExports, 1)), log: d.Log}
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
@@ -107,6 +115,10 @@ func New(cfg Config, d Deps) http.Handler {
 	api(RouteSegmentContactsRemove, h.removeSegmentContacts)
 	api(RouteCampaignReport, h.campaignReport)
 	api(RouteAutomationReport, h.automationReport)
+	api(RouteBatchExport, h.batchExport)
+	api(RouteCampaignExport, h.campaignExport)
+	api(RouteAutomationExport, h.automationExport)
+	api(RouteMessagesExport, h.messagesExport)
 	if d.Docs != nil {
 		e.GET(OpenAPIPath, serveDoc(d.Docs, "application/json", d.Docs.JSON, ""))
 		e.GET(DocsPath, serveDoc(d.Docs, "text/html; charset=utf-8", d.Docs.HTML, docsCSP(d.Docs)))

@@ -65,6 +65,16 @@ var (
 	// size: 5 per second, for dashboards that refresh a handful at once.
 	RouteCampaignReport   = Route{"campaign_report", http.MethodGet, "/api/campaigns/:campaign_id/report", ratelimit.PerSecond(5)}
 	RouteAutomationReport = Route{"automation_report", http.MethodGet, "/api/automations/:automation_id/report", ratelimit.PerSecond(5)}
+	// An export reads up to a year of messages (a million rows is tens of
+	// seconds) in one snapshot, holding one of the gateway's database
+	// connections until the download ends: one every 10 seconds per
+	// company and endpoint, like the batch send, is what a person or a
+	// nightly job needs, and keeps a company from holding many connections
+	// at once (MaxExports bounds them across companies).
+	RouteBatchExport      = Route{"batch_export", http.MethodGet, "/api/batches/:batch_id/export", ratelimit.Every(1, 10*time.Second)}
+	RouteCampaignExport   = Route{"campaign_export", http.MethodGet, "/api/campaigns/:campaign_id/export", ratelimit.Every(1, 10*time.Second)}
+	RouteAutomationExport = Route{"automation_export", http.MethodGet, "/api/automations/:automation_id/export", ratelimit.Every(1, 10*time.Second)}
+	RouteMessagesExport   = Route{"messages_export", http.MethodGet, "/api/exports/messages", ratelimit.Every(1, 10*time.Second)}
 )
 
 // Routes is the route table: every limited endpoint of the public API.
@@ -72,7 +82,8 @@ var Routes = []Route{RouteCampaignSend, RouteAutomationSend, RouteSegmentCreate,
 	RouteBatchSend, RouteConnectorSend, RouteBatchStatus, RouteBatchCancel, RouteBatchMessages, RouteBatchList, RouteMessage, RouteContactMessages,
 	RouteContact, RouteContactErase, RouteConversations, RouteMessageSend,
 	RouteSegmentList, RouteSegmentRead, RouteSegmentRename, RouteSegmentDelete, RouteSegmentContactsRemove,
-	RouteCampaignReport, RouteAutomationReport}
+	RouteCampaignReport, RouteAutomationReport,
+	RouteBatchExport, RouteCampaignExport, RouteAutomationExport, RouteMessagesExport}
 
 // DocLimits is the route table as the OpenAPI document states it.
 func DocLimits() []apidoc.Limit {
