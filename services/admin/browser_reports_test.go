@@ -226,6 +226,12 @@ func TestBrowserReports(t *testing.T) {
 		url.QueryEscape(dayTo.Format(time.RFC3339))); err != nil || href != wantHref {
 		t.Errorf("the CSV link is %q, want %q (%v)", href, wantHref, err)
 	}
+	// The link downloads the campaign's messages: a header and one line each.
+	lines, err := chromedp.Run(tab, chromedp.Evaluate[int](`fetch(document.getElementById("export-csv").href)
+		.then(r => r.ok ? r.text() : "").then(t => t.trim().split("\r\n").length)`, chromedp.EvalAwaitPromise))
+	if err != nil || int64(lines) != want.Accepted+1 {
+		t.Errorf("the CSV download has %d lines (%v), want a header and %d messages", lines, err, want.Accepted)
+	}
 	if got := rows(`#recent-batches tbody tr a.batch-link`); len(got) != 1 || got[0] != batchID {
 		t.Errorf("recent sends %q, want the batch %s", got, batchID)
 	}

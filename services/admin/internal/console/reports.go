@@ -95,7 +95,7 @@ type reportView struct {
 	Chart   template.HTML
 	Rows    []record.ReportPoint
 	Batches []record.Batch
-	// Export is the query of the CSV download of the range.
+	// Export is the path of the CSV download of the range (ExportLink).
 	Export string
 }
 
@@ -131,7 +131,7 @@ func (c *Console) reportPage(k subjectKind) http.HandlerFunc {
 					v.Rows = append(v.Rows, p)
 				}
 			}
-			v.Export = "?" + url.Values{"from": {q.From.Format(time.RFC3339)}, "to": {q.To.Format(time.RFC3339)}}.Encode()
+			v.Export = ExportLink(record.ExportScope(k.Kind), id, q.From, q.To)
 		} else {
 			// The page still names what it is of, with the form to fix the range.
 			if v.Subject, err = c.Reports.Subject(r.Context(), u.CompanyID, k.Kind, id); err != nil {
