@@ -30,8 +30,10 @@ type changedMessage struct {
 	// PriorAt when it got there (failed_at, cancelled_at).
 	Prior   State
 	PriorAt time.Time
-	// DeliveredAt is when a delivered or read message was delivered.
+	// DeliveredAt is when a delivered or read message was delivered, and
+	// Unsent whether its send was never recorded (a callback came first).
 	DeliveredAt time.Time
+	Unsent      bool
 	// Billable, Category and Model are how the Cloud API billed it
 	// (Category "" when unknown).
 	Billable bool

@@ -125,6 +125,11 @@ func (d deltas) count(msgs []changedMessage) {
 				d.add(b, deliveredAt, metricLeft, 0, "", 1)
 			case StateFailed:
 				d.add(b, m.PriorAt, metricFailed, m.Code, m.Title, -1)
+				if m.Unsent {
+					// Failed by a callback before its send was
+					// recorded (left then), delivered now.
+					d.add(b, deliveredAt, metricSent, 0, "", 1)
+				}
 			}
 		}
 	}

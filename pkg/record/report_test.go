@@ -132,12 +132,20 @@ func TestCountersFollowEveryWriter(t *testing.T) {
 	if _, err := f.pool.Exec(f.ctx, `UPDATE messages SET provider_message_id = $2 WHERE id = $1`, claimed[6].ID, "wamid.early"); err != nil {
 		t.Fatal(err)
 	}
+	// claimed[5], queued for a retry, as if its second attempt were under
+	// way and had reached the provider: failed by a callback, then
+	// delivered, its send never recorded.
+	if _, err := f.pool.Exec(f.ctx, `UPDATE messages SET state = 'sending', claimed_at = $2, provider_message_id = 'wamid.late'
+		WHERE id = $1`, claimed[5].ID, f.now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
 	for _, batch := range [][]whatsapp.StatusUpdate{
 		{priced(st(wamid(0), whatsapp.StatusSent))}, {st(wamid(0), whatsapp.StatusRead)}, {st(wamid(0), whatsapp.StatusDelivered)},
 		{st(wamid(1), whatsapp.StatusFailed)}, {priced(st(wamid(1), whatsapp.StatusDelivered))},
 		{st(wamid(2), whatsapp.StatusDelivered), st(wamid(2), whatsapp.StatusRead)}, {priced(st(wamid(2), whatsapp.StatusSent))},
 		{st(wamid(3), whatsapp.StatusFailed)},
 		{priced(st("wamid.early", whatsapp.StatusDelivered))},
+		{st("wamid.late", whatsapp.StatusFailed)}, {priced(st("wamid.late", whatsapp.StatusDelivered))},
 	} {
 		if _, err := record.ApplyStatuses(f.ctx, f.pool, batch, at); err != nil {
 			t.Fatal(err)
@@ -164,8 +172,8 @@ func TestCountersFollowEveryWriter(t *testing.T) {
 			pricedEvents++
 		}
 	}
-	if pricedEvents != 2 {
-		t.Errorf("%d message.delivered events with their pricing, want 2 (1 and the early one; 0 and 2 went to read at once)", pricedEvents)
+	if pricedEvents != 3 {
+		t.Errorf("%d message.delivered events with their pricing, want 3 (1, the early and the late one; 0 and 2 went to read at once)", pricedEvents)
 	}
 
 	// Contacts answer: 2 quotes its message; 0 just writes (its message is
@@ -202,7 +210,7 @@ func TestCountersFollowEveryWriter(t *testing.T) {
 	f.countersMatchRecord()
 
 	rep := f.report(record.SubjectCampaign, f.camp.ID, f.now.Add(-time.Hour), f.now.Add(time.Hour), record.IntervalHour)
-	want := record.Counts{Accepted: 10, Sent: 5, Delivered: 4, Read: 2, Replied: 2, Failed: 2, Cancelled: 3, Billable: 4}
+	want := record.Counts{Accepted: 10, Sent: 6, Delivered: 5, Read: 2, Replied: 2, Failed: 2, Cancelled: 2, Billable: 5}
 	if rep.Counts != want {
 		t.Errorf("report counts %+v, want %+v", rep.Counts, want)
 	}
@@ -216,10 +224,10 @@ func TestCountersFollowEveryWriter(t *testing.T) {
 		!strings.HasPrefix(rep.Failures[1].Title, "This message was not delivered") {
 		t.Errorf("failures %+v", rep.Failures)
 	}
-	if len(rep.Billing) != 1 || rep.Billing[0] != (record.CategoryCount{Category: "marketing", Count: 4}) {
+	if len(rep.Billing) != 1 || rep.Billing[0] != (record.CategoryCount{Category: "marketing", Count: 5}) {
 		t.Errorf("billing %+v", rep.Billing)
 	}
-	if rep.Rates.Delivered == nil || *rep.Rates.Delivered != 0.8 || *rep.Rates.Read != 0.5 || *rep.Rates.Replied != 0.5 {
+	if rep.Rates.Delivered == nil || *rep.Rates.Delivered != 0.8333 || *rep.Rates.Read != 0.4 || *rep.Rates.Replied != 0.4 {
 		t.Errorf("rates %+v", rep.Rates)
 	}
 

@@ -104,7 +104,8 @@ WITH u AS (
 		COALESCE(m.error_code, 0) AS code, COALESCE(m.error_title, '') AS title,
 		(CASE m.state WHEN 'read' THEN m.read_at WHEN 'delivered' THEN m.delivered_at ELSE m.failed_at END) AS at,
 		m.prior_state::text AS prior, m.failed_at, m.delivered_at, COALESCE(m.billable, false) AS billable,
-		COALESCE(m.pricing_category, '') AS category, COALESCE(m.pricing_model, '') AS model
+		COALESCE(m.pricing_category, '') AS category, COALESCE(m.pricing_model, '') AS model,
+		m.sent_at IS NULL AS unsent
 ), back AS (
 	INSERT INTO provider_status_backlog (provider_message_id, status, error_code, error_title, occurred_at, received_at,
 		billable, pricing_category, pricing_model)
@@ -113,7 +114,7 @@ WITH u AS (
 	RETURNING id
 )
 SELECT b.n, upd.id, upd.company_id, upd.batch_id, upd.phone, upd.state, upd.provider_message_id, upd.code, upd.title, upd.at,
-	upd.prior, upd.failed_at, upd.delivered_at, upd.billable, upd.category, upd.model
+	upd.prior, upd.failed_at, upd.delivered_at, upd.billable, upd.category, upd.model, upd.unsent
 FROM (SELECT count(*) AS n FROM back) b LEFT JOIN upd ON true`
 
 // applyPricingSQL records the pricing of messages that have none, from
@@ -201,16 +202,16 @@ func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, 
 		var batch, phone, state, wamid, title, prior, category, model *string
 		var code *int
 		var at, failedAt, deliveredAt *time.Time
-		var billable *bool
+		var billable, unsent *bool
 		if err := dbRows.Scan(&res.Backlogged, &id, &company, &batch, &phone, &state, &wamid, &code, &title, &at,
-			&prior, &failedAt, &deliveredAt, &billable, &category, &model); err != nil {
+			&prior, &failedAt, &deliveredAt, &billable, &category, &model, &unsent); err != nil {
 			dbRows.Close()
 			return ApplyResult{}, fmt.Errorf("apply %d statuses: %w", n, err)
 		}
 		if id != nil {
 			m := changedMessage{ID: *id, CompanyID: *company, BatchID: *batch, Phone: *phone,
 				State: State(*state), Wamid: *wamid, Code: *code, Title: *title, At: *at,
-				Prior: State(*prior), Billable: *billable, Category: *category, Model: *model}
+				Prior: State(*prior), Billable: *billable, Category: *category, Model: *model, Unsent: *unsent}
 			if failedAt != nil {
 				m.PriorAt = *failedAt
 			}
