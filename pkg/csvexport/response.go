@@ -58,11 +58,8 @@ func (r *Response) Write(record []string) error {
 			return err
 		}
 	}
-	if !r.started {
-		r.start()
-		if err := r.csv.Write(r.header); err != nil {
-			return err
-		}
+	if err := r.begin(); err != nil {
+		return err
 	}
 	if err := r.csv.Write(record); err != nil {
 		return err
@@ -79,13 +76,19 @@ func (r *Response) Close() error {
 	if err := r.extend(); err != nil {
 		return err
 	}
-	if !r.started {
-		r.start()
-		if err := r.csv.Write(r.header); err != nil {
-			return err
-		}
+	if err := r.begin(); err != nil {
+		return err
 	}
 	return r.flush()
+}
+
+// begin starts the answer with its header row, once.
+func (r *Response) begin() error {
+	if r.started {
+		return nil
+	}
+	r.start()
+	return r.csv.Write(r.header)
 }
 
 func (r *Response) start() {

@@ -58,14 +58,7 @@ func TestBrowserReports(t *testing.T) {
 		"PARLEY_PROVIDER_SIM_UNDELIVERABLE=1555999*",
 		"PARLEY_PROVIDER_SIM_SENT_DELAY=10ms", "PARLEY_PROVIDER_SIM_DELIVERED_DELAY=50ms", "PARLEY_PROVIDER_SIM_READ_DELAY=100ms",
 		"PARLEY_LOG_LEVEL=warn")
-	dispAddr := privateAddr(t)
-	startService(t, "campaign-dispatcher", dispatcherBin, "http://"+dispAddr+"/readyz",
-		"PARLEY_CAMPAIGN_DISPATCHER_ADDR="+dispAddr,
-		"PARLEY_POSTGRES_URL="+e.DatabaseURL, "PARLEY_POSTGRES_MAX_CONNS=6",
-		"PARLEY_NATS_URL="+e.Bus.URL, "PARLEY_NATS_STREAM="+e.Bus.Stream, "PARLEY_NATS_SUBJECT_PREFIX="+e.Bus.Prefix,
-		"PARLEY_REDIS_ADDR="+gw.redis.Addr, "PARLEY_REDIS_KEY_PREFIX="+gw.redis.KeyPrefix,
-		"PARLEY_WHATSAPP_BASE_URL="+sim, "PARLEY_WHATSAPP_TIMEOUT=5s",
-		"PARLEY_LOG_LEVEL=warn", "PARLEY_LOG_FORMAT=console")
+	e.startCampaignDispatcher(t, dispatcherBin, gw, sim)
 	box, err := secretbox.New(secretbox.DevKey)
 	if err != nil {
 		t.Fatal(err)

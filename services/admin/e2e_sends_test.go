@@ -185,14 +185,7 @@ func TestConsoleSendsEndToEnd(t *testing.T) {
 		"PARLEY_PROVIDER_SIM_APP_SECRET="+whatsapp.DevAppSecret,
 		"PARLEY_PROVIDER_SIM_SENT_DELAY=10ms", "PARLEY_PROVIDER_SIM_DELIVERED_DELAY=100ms", "PARLEY_PROVIDER_SIM_READ=false",
 		"PARLEY_LOG_LEVEL=warn")
-	dispAddr := privateAddr(t)
-	startService(t, "campaign-dispatcher", dispatcherBin, "http://"+dispAddr+"/readyz",
-		"PARLEY_CAMPAIGN_DISPATCHER_ADDR="+dispAddr,
-		"PARLEY_POSTGRES_URL="+e.DatabaseURL, "PARLEY_POSTGRES_MAX_CONNS=6",
-		"PARLEY_NATS_URL="+e.Bus.URL, "PARLEY_NATS_STREAM="+e.Bus.Stream, "PARLEY_NATS_SUBJECT_PREFIX="+e.Bus.Prefix,
-		"PARLEY_REDIS_ADDR="+gw.redis.Addr, "PARLEY_REDIS_KEY_PREFIX="+gw.redis.KeyPrefix,
-		"PARLEY_WHATSAPP_BASE_URL="+sim, "PARLEY_WHATSAPP_TIMEOUT=5s",
-		"PARLEY_LOG_LEVEL=warn", "PARLEY_LOG_FORMAT=console")
+	e.startCampaignDispatcher(t, dispatcherBin, gw, sim)
 
 	full, _, err := e.Keys.Create(ctx, e.CompanyID, apikey.Actor{Label: "e2e"})
 	if err != nil {
@@ -307,4 +300,18 @@ func TestConsoleSendsEndToEnd(t *testing.T) {
 		t.Error("the settled batch still offers cancel")
 	}
 	t.Logf("cancelled %d of %d; provider-sim received %d", cancelled, contacts, len(received.Messages))
+}
+
+// startCampaignDispatcher runs the campaign dispatcher binary on the
+// environment, the gateway's Redis and provider-sim at sim.
+func (e *env) startCampaignDispatcher(t *testing.T, bin string, gw *gateway, sim string) {
+	t.Helper()
+	addr := privateAddr(t)
+	startService(t, "campaign-dispatcher", bin, "http://"+addr+"/readyz",
+		"PARLEY_CAMPAIGN_DISPATCHER_ADDR="+addr,
+		"PARLEY_POSTGRES_URL="+e.DatabaseURL, "PARLEY_POSTGRES_MAX_CONNS=6",
+		"PARLEY_NATS_URL="+e.Bus.URL, "PARLEY_NATS_STREAM="+e.Bus.Stream, "PARLEY_NATS_SUBJECT_PREFIX="+e.Bus.Prefix,
+		"PARLEY_REDIS_ADDR="+gw.redis.Addr, "PARLEY_REDIS_KEY_PREFIX="+gw.redis.KeyPrefix,
+		"PARLEY_WHATSAPP_BASE_URL="+sim, "PARLEY_WHATSAPP_TIMEOUT=5s",
+		"PARLEY_LOG_LEVEL=warn", "PARLEY_LOG_FORMAT=console")
 }
