@@ -169,6 +169,13 @@ func (e *engine) discover(ctx context.Context) {
 	}
 }
 
+// foldLimit is the most report counters one fold moves; a sweep folds
+// again while a fold moves that many, up to foldRounds times.
+const (
+	foldLimit  = 20000
+	foldRounds = 10
+)
+
 // sweep returns stale claims, applies early status callbacks, folds the
 // report counters and updates the backlog gauge.
 func (e *engine) sweep(ctx context.Context) {
@@ -186,11 +193,16 @@ func (e *engine) sweep(ctx context.Context) {
 	if _, _, err := record.SweepBacklog(qctx, e.pool, now); err != nil && ctx.Err() == nil {
 		e.warn("sweep status backlog", zap.Error(err))
 	}
-	res, err := record.FoldReports(qctx, e.pool)
-	if err != nil && ctx.Err() == nil {
-		e.warn("fold report counters", zap.Error(err))
+	for i := 0; i < foldRounds; i++ {
+		res, err := record.FoldReports(qctx, e.pool, foldLimit)
+		if err != nil && ctx.Err() == nil {
+			e.warn("fold report counters", zap.Error(err))
+		}
+		e.m.reportFolded.Add(float64(res.Folded))
+		if err != nil || res.Busy || res.Folded < foldLimit {
+			break
+		}
 	}
-	e.m.reportFolded.Add(float64(res.Folded))
 	if pending, err := record.PendingReportDeltas(qctx, e.pool); err == nil {
 		e.m.reportPending.Set(float64(pending))
 	}

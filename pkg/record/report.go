@@ -154,16 +154,12 @@ func (d deltas) write(ctx context.Context, db events.DB) error {
 	if len(batches) == 0 {
 		return nil
 	}
-	// Summed by subject: the batches of one campaign changed together (a
-	// flush of outcomes, a webhook's statuses) are one row.
 	_, err := db.Exec(ctx, `
 		INSERT INTO report_deltas (company_id, subject_kind, subject_id, hour, metric, code, label, n)
-		SELECT b.company_id, `+subjectSQL+` AS subject, d.hour, d.metric, d.code, d.label, sum(d.n)
+		SELECT b.company_id, `+subjectSQL+`, d.hour, d.metric, d.code, d.label, d.n
 		FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::int[], $5::text[], $6::int[])
 			AS d(batch_id, hour, metric, code, label, n)
-		JOIN batches b ON b.id = d.batch_id
-		GROUP BY 1, 2, 3, 4, 5, 6, 7
-		HAVING sum(d.n) <> 0`, batches, hours, metrics, codes, labels, ns)
+		JOIN batches b ON b.id = d.batch_id`, batches, hours, metrics, codes, labels, ns)
 	if err != nil {
 		return fmt.Errorf("report counters: %w", err)
 	}
@@ -218,12 +214,11 @@ type FoldResult struct {
 	Busy bool
 }
 
-// FoldReports moves every report_deltas row committed so far, summed, into
+// FoldReports moves up to limit of the oldest report_deltas, summed, into
 // report_hours, in one transaction: a report reading both sees every count
 // exactly once, before or after. One process folds at a time (an advisory
-// lock); the others find it Busy. The rows of a company deleted since they
-// were written are dropped.
-func FoldReports(ctx context.Context, db TxDB) (FoldResult, error) {
+// lock); the others find it Busy.
+func FoldReports(ctx context.Context, db TxDB, limit int) (FoldResult, error) {
 	var res FoldResult
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		var locked bool
@@ -236,19 +231,16 @@ func FoldReports(ctx context.Context, db TxDB) (FoldResult, error) {
 		}
 		return tx.QueryRow(ctx, `
 			WITH d AS (
-				DELETE FROM report_deltas
+				DELETE FROM report_deltas WHERE id IN (SELECT id FROM report_deltas ORDER BY id LIMIT $1)
 				RETURNING company_id, subject_kind, subject_id, hour, metric, code, label, n
 			), ins AS (
 				INSERT INTO report_hours AS h (company_id, subject_kind, subject_id, hour, metric, code, label, n)
 				SELECT company_id, subject_kind, subject_id, hour, metric, code, label, sum(n) FROM d
-				WHERE EXISTS (SELECT 1 FROM companies c WHERE c.id = d.company_id)
 				GROUP BY 1, 2, 3, 4, 5, 6, 7
-				HAVING sum(n) <> 0
-				ORDER BY 1, 2, 3, 4, 5, 6, 7
 				ON CONFLICT (company_id, subject_kind, subject_id, hour, metric, code, label)
 				DO UPDATE SET n = h.n + EXCLUDED.n
 			)
-			SELECT count(*) FROM d`).Scan(&res.Folded)
+			SELECT count(*) FROM d`, limit).Scan(&res.Folded)
 	})
 	if err != nil {
 		return FoldResult{}, fmt.Errorf("fold report counters: %w", err)

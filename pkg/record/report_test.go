@@ -56,7 +56,7 @@ func (f *fixture) countersMatchRecord() int {
 
 func (f *fixture) fold() record.FoldResult {
 	f.t.Helper()
-	res, err := record.FoldReports(f.ctx, f.pool)
+	res, err := record.FoldReports(f.ctx, f.pool, 1000)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -28,16 +28,12 @@ ALTER TABLE provider_status_backlog
 -- The counters of every change of a message, by the hour it happened, in
 -- UTC, and by what the message was sent for: a campaign, an automation, or
 -- (subject_id 0) a reply or a batch without either. A transaction that
--- changes messages appends its counts here (one row per subject, hour and
+-- changes messages appends its counts here (one row per batch, hour and
 -- metric it touched), so that concurrent writers never wait on one
--- counter row; pkg/record's FoldReports moves them all into report_hours
--- every few seconds. Nothing but the fold deletes from it, and everything
--- reads it whole or by company, so it has no index and no key: a change
--- writes one heap row. No foreign key either: its check would lock the
--- company's row in every transaction that changes a message (the fold
--- drops the rows of a company deleted since).
+-- counter row; pkg/record's FoldReports moves them into report_hours.
 CREATE TABLE report_deltas (
-    company_id   bigint      NOT NULL,
+    id           bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    company_id   bigint      NOT NULL REFERENCES companies (id) ON DELETE CASCADE,
     subject_kind text        NOT NULL,
     subject_id   bigint      NOT NULL,
     hour         timestamptz NOT NULL,
@@ -50,8 +46,7 @@ CREATE TABLE report_deltas (
     -- failed: the error's title; billable: the pricing category; else ''.
     label        text        NOT NULL DEFAULT '',
     n            integer     NOT NULL
-) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 10000,
-        autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 10000);
+);
 
 -- The folded counters: one row per company, subject, hour, metric, code and
 -- label. A report sums these and the few deltas not folded yet.
