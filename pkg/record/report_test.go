@@ -112,11 +112,11 @@ func TestCountersFollowEveryWriter(t *testing.T) {
 	}
 	f.countersMatchRecord()
 
-	// Callbacks: 0 priced by its sent callback, then read without its
-	// delivered (as the Cloud API does for a message read at once); 1
-	// failed, then delivered (it leaves failed); 2 delivered and read, then
-	// priced by a late sent callback; 3 failed for good; claimed[6], still
-	// sending, delivered before its outcome is recorded. All billed.
+	// Callbacks: 0 read, then its delivered (priced) comes late; 1 failed,
+	// then delivered (it leaves failed); 2 delivered and read in one webhook
+	// without pricing, then its sent (priced) comes late; 3 failed for
+	// good; claimed[6], still sending, delivered before its outcome is
+	// recorded; the late one failed, then delivered. All billed.
 	at := f.now.Add(2 * time.Minute)
 	priced := func(u whatsapp.StatusUpdate) whatsapp.StatusUpdate {
 		u.Pricing = &whatsapp.Pricing{Billable: true, Category: "marketing", Model: "PMP"}
@@ -140,7 +140,7 @@ func TestCountersFollowEveryWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, batch := range [][]whatsapp.StatusUpdate{
-		{priced(st(wamid(0), whatsapp.StatusSent))}, {st(wamid(0), whatsapp.StatusRead)}, {st(wamid(0), whatsapp.StatusDelivered)},
+		{st(wamid(0), whatsapp.StatusSent)}, {st(wamid(0), whatsapp.StatusRead)}, {priced(st(wamid(0), whatsapp.StatusDelivered))},
 		{st(wamid(1), whatsapp.StatusFailed)}, {priced(st(wamid(1), whatsapp.StatusDelivered))},
 		{st(wamid(2), whatsapp.StatusDelivered), st(wamid(2), whatsapp.StatusRead)}, {priced(st(wamid(2), whatsapp.StatusSent))},
 		{st(wamid(3), whatsapp.StatusFailed)},

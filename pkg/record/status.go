@@ -58,6 +58,11 @@ type ApplyResult struct {
 	Backlogged int
 }
 
+// advancesSQL is whether status s moves message m forward: a status past
+// sent that ranks above the message's state.
+const advancesSQL = `(s.best > 1 AND (CASE m.state WHEN 'sending' THEN 0 WHEN 'sent' THEN 1 WHEN 'failed' THEN 2
+	WHEN 'delivered' THEN 3 WHEN 'read' THEN 4 ELSE 99 END) < s.best)`
+
 // applyStatusesSQL applies a set of status updates, never backwards, by the
 // Cloud API's rank (whatsapp.Status.Rank): sending 0 < sent 1 < failed 2 <
 // delivered 3 < read 4. Per wamid the highest status wins and replaces the
@@ -65,7 +70,11 @@ type ApplyResult struct {
 // sent only, and a delivered or read after failed wins (the recipient's
 // device answering is the stronger evidence; the error stays as a note).
 // With $7, updates naming a wamid no message carries yet go to
-// provider_status_backlog.
+// provider_status_backlog. The same statement records the pricing a
+// callback carries on a delivered or read message that has none (its
+// delivered came after its read, its sent after its delivered), without
+// moving it: such a row keeps its updated_at, and its prior_state (which
+// only this statement's RETURNING reads) becomes NULL, which tells it apart.
 const applyStatusesSQL = `
 WITH u AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::timestamptz[], $8::bool[], $9::text[], $10::text[])
@@ -85,22 +94,23 @@ WITH u AS (
 	FROM u GROUP BY wamid
 ), upd AS (
 	UPDATE messages m SET
-		state = (CASE s.best WHEN 4 THEN 'read' WHEN 3 THEN 'delivered' ELSE 'failed' END)::message_state,
-		delivered_at = CASE WHEN s.best >= 3 THEN COALESCE(m.delivered_at, s.delivered_at, s.read_at) ELSE m.delivered_at END,
-		read_at = CASE WHEN s.best = 4 THEN s.read_at ELSE m.read_at END,
-		failed_at = CASE WHEN s.best = 2 THEN s.failed_at ELSE m.failed_at END,
-		error_code = CASE WHEN s.best = 2 THEN s.code ELSE m.error_code END,
-		error_title = CASE WHEN s.best = 2 THEN s.title ELSE m.error_title END,
+		state = CASE WHEN ` + advancesSQL + ` THEN (CASE s.best WHEN 4 THEN 'read' WHEN 3 THEN 'delivered' ELSE 'failed' END)::message_state
+			ELSE m.state END,
+		delivered_at = CASE WHEN ` + advancesSQL + ` AND s.best >= 3 THEN COALESCE(m.delivered_at, s.delivered_at, s.read_at)
+			ELSE m.delivered_at END,
+		read_at = CASE WHEN ` + advancesSQL + ` AND s.best = 4 THEN s.read_at ELSE m.read_at END,
+		failed_at = CASE WHEN ` + advancesSQL + ` AND s.best = 2 THEN s.failed_at ELSE m.failed_at END,
+		error_code = CASE WHEN ` + advancesSQL + ` AND s.best = 2 THEN s.code ELSE m.error_code END,
+		error_title = CASE WHEN ` + advancesSQL + ` AND s.best = 2 THEN s.title ELSE m.error_title END,
 		billable = COALESCE(m.billable, s.billable),
 		pricing_category = COALESCE(m.pricing_category, s.category),
 		pricing_model = COALESCE(m.pricing_model, s.model),
-		prior_state = m.state,
-		updated_at = $6
+		prior_state = CASE WHEN ` + advancesSQL + ` THEN m.state END,
+		updated_at = CASE WHEN ` + advancesSQL + ` THEN $6 ELSE m.updated_at END
 	FROM s
-	WHERE m.provider_message_id = s.wamid AND s.best > 1
-	  AND (CASE m.state WHEN 'sending' THEN 0 WHEN 'sent' THEN 1 WHEN 'failed' THEN 2 WHEN 'delivered' THEN 3
-	       WHEN 'read' THEN 4 ELSE 99 END) < s.best
-	RETURNING m.id, m.company_id, m.batch_id::text AS batch_id, m.phone, m.state::text AS state, m.provider_message_id,
+	WHERE m.provider_message_id = s.wamid AND (` + advancesSQL + `
+		OR m.state IN ('delivered', 'read') AND m.pricing_category IS NULL AND s.category IS NOT NULL)
+	RETURNING m.prior_state IS NOT NULL AS moved, m.id, m.company_id, m.batch_id::text AS batch_id, m.phone, m.state::text AS state, m.provider_message_id,
 		COALESCE(m.error_code, 0) AS code, COALESCE(m.error_title, '') AS title,
 		(CASE m.state WHEN 'read' THEN m.read_at WHEN 'delivered' THEN m.delivered_at ELSE m.failed_at END) AS at,
 		m.prior_state::text AS prior, m.failed_at, m.delivered_at, COALESCE(m.billable, false) AS billable,
@@ -114,65 +124,8 @@ WITH u AS (
 	RETURNING id
 )
 SELECT b.n, upd.id, upd.company_id, upd.batch_id, upd.phone, upd.state, upd.provider_message_id, upd.code, upd.title, upd.at,
-	upd.prior, upd.failed_at, upd.delivered_at, upd.billable, upd.category, upd.model, upd.unsent
+	upd.prior, upd.failed_at, upd.delivered_at, upd.billable, upd.category, upd.model, upd.unsent, upd.moved
 FROM (SELECT count(*) AS n FROM back) b LEFT JOIN upd ON true`
-
-// applyPricingSQL records the pricing of messages that have none, from
-// any status callback that carries it ($1-$4), whatever the status: the
-// Cloud API sends no delivered callback for a message read at once, and
-// its read callback may carry no pricing, so a sent callback's may be the
-// only one. It runs after applyStatusesSQL, in its transaction: a message
-// that statement priced is left alone.
-const applyPricingSQL = `
-WITH p AS (
-	SELECT DISTINCT ON (wamid) wamid, billable, left(category, 64) AS category, left(model, 64) AS model
-	FROM unnest($1::text[], $2::bool[], $3::text[], $4::text[]) AS p(wamid, billable, category, model)
-	WHERE category <> ''
-	ORDER BY wamid
-)
-UPDATE messages m SET billable = p.billable, pricing_category = p.category, pricing_model = NULLIF(p.model, '')
-FROM p
-WHERE m.provider_message_id = p.wamid AND m.pricing_category IS NULL
-RETURNING m.batch_id::text, m.state::text, m.delivered_at, m.billable, m.pricing_category`
-
-// applyPricing records the pricing the callbacks carry on messages that
-// have none, and counts the billable ones already delivered (a message
-// delivered later is counted by its delivery).
-func applyPricing(ctx context.Context, db DB, rows []statusRow) error {
-	var wamids, categories, models []string
-	var billables []bool
-	for _, r := range rows {
-		if r.category != "" {
-			wamids, categories, models = append(wamids, r.wamid), append(categories, r.category), append(models, r.model)
-			billables = append(billables, r.billable)
-		}
-	}
-	if len(wamids) == 0 {
-		return nil
-	}
-	dbRows, err := db.Query(ctx, applyPricingSQL, wamids, billables, categories, models)
-	if err != nil {
-		return fmt.Errorf("record pricing: %w", err)
-	}
-	d := deltas{}
-	for dbRows.Next() {
-		var batch, state, category string
-		var deliveredAt *time.Time
-		var billable bool
-		if err := dbRows.Scan(&batch, &state, &deliveredAt, &billable, &category); err != nil {
-			dbRows.Close()
-			return fmt.Errorf("record pricing: %w", err)
-		}
-		if billable && deliveredAt != nil && (State(state) == StateDelivered || State(state) == StateRead) {
-			d.add(batch, *deliveredAt, metricBillable, 0, category, 1)
-		}
-	}
-	dbRows.Close()
-	if err := dbRows.Err(); err != nil {
-		return fmt.Errorf("record pricing: %w", err)
-	}
-	return d.write(ctx, db)
-}
 
 func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, backlog bool) (ApplyResult, error) {
 	var res ApplyResult
@@ -197,21 +150,29 @@ func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, 
 		return ApplyResult{}, fmt.Errorf("apply %d statuses: %w", n, err)
 	}
 	var changed []changedMessage
+	priced := deltas{}
 	for dbRows.Next() {
 		var id, company *int64
 		var batch, phone, state, wamid, title, prior, category, model *string
 		var code *int
 		var at, failedAt, deliveredAt *time.Time
-		var billable, unsent *bool
+		var billable, unsent, moved *bool
 		if err := dbRows.Scan(&res.Backlogged, &id, &company, &batch, &phone, &state, &wamid, &code, &title, &at,
-			&prior, &failedAt, &deliveredAt, &billable, &category, &model, &unsent); err != nil {
+			&prior, &failedAt, &deliveredAt, &billable, &category, &model, &unsent, &moved); err != nil {
 			dbRows.Close()
 			return ApplyResult{}, fmt.Errorf("apply %d statuses: %w", n, err)
+		}
+		if id != nil && !*moved {
+			// Priced, not moved: a delivered message now known billable.
+			if *billable && deliveredAt != nil {
+				priced.add(*batch, *deliveredAt, metricBillable, 0, *category, 1)
+			}
+			continue
 		}
 		if id != nil {
 			m := changedMessage{ID: *id, CompanyID: *company, BatchID: *batch, Phone: *phone,
 				State: State(*state), Wamid: *wamid, Code: *code, Title: *title, At: *at,
-				Prior: State(*prior), Billable: *billable, Category: *category, Model: *model, Unsent: *unsent}
+				Prior: State(deref(prior)), Billable: *billable, Category: *category, Model: *model, Unsent: *unsent}
 			if failedAt != nil {
 				m.PriorAt = *failedAt
 			}
@@ -229,7 +190,7 @@ func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, 
 	if err := emitMessages(ctx, db, changed); err != nil {
 		return ApplyResult{}, err
 	}
-	if err := applyPricing(ctx, db, rows); err != nil {
+	if err := priced.write(ctx, db); err != nil {
 		return ApplyResult{}, err
 	}
 	if refused := refusedWamids(rows); len(refused) > 0 {
@@ -393,3 +354,4 @@ func applyBacklog(ctx context.Context, tx DB, wamids []string, now time.Time) er
 	_, err = applyStatuses(ctx, tx, early, now, false)
 	return err
 }
+

@@ -16,7 +16,8 @@ ALTER TABLE messages
     -- the state a status callback moved the message from: PostgreSQL 15's
     -- RETURNING shows only new values, and the callback's counters must
     -- know what it changed (a read that comes without its delivered, a
-    -- delivery after a failure). Not indexed: the update stays HOT.
+    -- delivery after a failure); NULL when a callback only priced it. Only
+    -- that statement reads it. Not indexed: the update stays HOT.
     ADD COLUMN prior_state      message_state;
 
 -- A status callback that names a wamid not recorded yet keeps its pricing too.
