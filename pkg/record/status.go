@@ -354,4 +354,3 @@ func applyBacklog(ctx context.Context, tx DB, wamids []string, now time.Time) er
 	_, err = applyStatuses(ctx, tx, early, now, false)
 	return err
 }
-
