@@ -372,6 +372,10 @@ type Report struct {
 // ErrBadRange is a report range that is empty or too long for its interval.
 var ErrBadRange = errors.New("bad report range")
 
+// DefaultReportSpan is the range of a report that names no start, by
+// interval: the 30 days by day, the 24 hours by hour, before its end.
+var DefaultReportSpan = map[string]time.Duration{IntervalDay: 30 * 24 * time.Hour, IntervalHour: 24 * time.Hour}
+
 // MaxReportPoints is the most steps a report's series may have.
 const MaxReportPoints = 744
 

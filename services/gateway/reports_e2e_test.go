@@ -11,7 +11,8 @@ import (
 )
 
 // TestEndToEndCampaignReport sends a campaign through the whole stack (one
-// contact opted out, one number not on WhatsApp), has two contacts answer,
+// contact opted out, one number not on WhatsApp, the others read at once:
+// no delivered callback), has two contacts answer,
 // and holds the campaign's report to what provider-sim received and
 // called back, counted there per recipient; then the report's refusals.
 func TestEndToEndCampaignReport(t *testing.T) {
@@ -21,6 +22,13 @@ func TestEndToEndCampaignReport(t *testing.T) {
 	optedOut, undeliverable := "+393331110005", "+393331110006"
 	s.optOut(tn.company.ID, optedOut)
 	if err := s.sim.SetFaults(whatsappsim.Faults{Undeliverable: []string{undeliverable}}); err != nil {
+		t.Fatal(err)
+	}
+	// Every message read as it arrives: the provider sends read without
+	// delivered (and the pricing with it), as the Cloud API does.
+	cb := s.sim.CallbackSettings()
+	cb.ReadAtOnce = 1
+	if err := s.sim.SetCallbacks(cb); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now().UTC()

@@ -271,29 +271,31 @@ func setMS(d *time.Duration, ms *int64) {
 }
 
 type callbacksView struct {
-	URL              string `json:"url"`
-	AppSecretSet     bool   `json:"app_secret_set"`
-	SentDelayMS      int64  `json:"sent_delay_ms"`
-	DeliveredDelayMS int64  `json:"delivered_delay_ms"`
-	ReadDelayMS      int64  `json:"read_delay_ms"`
-	Read             bool   `json:"read"`
+	URL              string  `json:"url"`
+	AppSecretSet     bool    `json:"app_secret_set"`
+	SentDelayMS      int64   `json:"sent_delay_ms"`
+	DeliveredDelayMS int64   `json:"delivered_delay_ms"`
+	ReadDelayMS      int64   `json:"read_delay_ms"`
+	Read             bool    `json:"read"`
+	ReadAtOnce       float64 `json:"read_at_once"`
 }
 
 func viewCallbacks(c CallbackSettings) callbacksView {
 	return callbacksView{
 		URL: c.URL, AppSecretSet: c.AppSecret != "",
 		SentDelayMS: c.SentDelay.Milliseconds(), DeliveredDelayMS: c.DeliveredDelay.Milliseconds(),
-		ReadDelayMS: c.ReadDelay.Milliseconds(), Read: !c.NoRead,
+		ReadDelayMS: c.ReadDelay.Milliseconds(), Read: !c.NoRead, ReadAtOnce: c.ReadAtOnce,
 	}
 }
 
 type callbacksPatch struct {
-	URL              *string `json:"url"`
-	AppSecret        *string `json:"app_secret"`
-	SentDelayMS      *int64  `json:"sent_delay_ms"`
-	DeliveredDelayMS *int64  `json:"delivered_delay_ms"`
-	ReadDelayMS      *int64  `json:"read_delay_ms"`
-	Read             *bool   `json:"read"`
+	URL              *string  `json:"url"`
+	AppSecret        *string  `json:"app_secret"`
+	SentDelayMS      *int64   `json:"sent_delay_ms"`
+	DeliveredDelayMS *int64   `json:"delivered_delay_ms"`
+	ReadDelayMS      *int64   `json:"read_delay_ms"`
+	Read             *bool    `json:"read"`
+	ReadAtOnce       *float64 `json:"read_at_once"`
 }
 
 func (s *Sim) handlePatchCallbacks(w http.ResponseWriter, r *http.Request) {
@@ -314,6 +316,9 @@ func (s *Sim) handlePatchCallbacks(w http.ResponseWriter, r *http.Request) {
 	setMS(&c.ReadDelay, p.ReadDelayMS)
 	if p.Read != nil {
 		c.NoRead = !*p.Read
+	}
+	if p.ReadAtOnce != nil {
+		c.ReadAtOnce = *p.ReadAtOnce
 	}
 	if err := s.SetCallbacks(c); err != nil {
 		writeDetail(w, http.StatusBadRequest, err.Error())

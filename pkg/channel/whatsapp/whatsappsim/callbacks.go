@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"hash/fnv"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"sync"
@@ -294,6 +295,9 @@ func (c *callbacks) deliver(batch []cbEvent) {
 		switch e.status {
 		case whatsapp.StatusSent:
 			next.status, next.due = whatsapp.StatusDelivered, now.Add(set.DeliveredDelay).UnixNano()
+			if !set.NoRead && set.ReadAtOnce > 0 && rand.Float64() < set.ReadAtOnce {
+				next.status = whatsapp.StatusRead
+			}
 		case whatsapp.StatusDelivered:
 			if set.NoRead {
 				continue
@@ -359,10 +363,10 @@ func payload(batch []cbEvent, now time.Time) whatsapp.WebhookPayload {
 		switch e.status {
 		case whatsapp.StatusFailed:
 			ws.Errors = []whatsapp.WebhookError{failedStatusError(e.failCode)}
-		case whatsapp.StatusSent, whatsapp.StatusDelivered:
-			// A template is billed in its category; a session message
-			// inside the window is a free service message (per-message
-			// pricing, July 2025).
+		case whatsapp.StatusSent, whatsapp.StatusDelivered, whatsapp.StatusRead:
+			// Every status carries the pricing (per-message pricing,
+			// July 2025): a template is billed in its category; a session
+			// message inside the window is a free service message.
 			category := categoryPricing(e.category)
 			pricing := &whatsapp.WebhookPricing{Billable: true, PricingModel: "PMP", Category: category, Type: "regular"}
 			if e.session {

@@ -126,6 +126,11 @@ type CallbackSettings struct {
 	ReadDelay      time.Duration
 	// NoRead stops at delivered, as for users with read receipts off.
 	NoRead bool
+	// ReadAtOnce is the share (0..1) of messages read as they arrive: the
+	// Cloud API then sends read without delivered ("delivered may be
+	// skipped when a message is read at once", the status webhook
+	// reference), at the delivered delay. Ignored with NoRead.
+	ReadAtOnce float64
 }
 
 // CallbackConfig is CallbackSettings and the fixed shape of the queue.
@@ -577,6 +582,9 @@ func (c CallbackSettings) Validate() error {
 	}
 	if c.SentDelay < 0 || c.DeliveredDelay < 0 || c.ReadDelay < 0 {
 		errs = append(errs, errors.New("callback delays must not be negative"))
+	}
+	if c.ReadAtOnce < 0 || c.ReadAtOnce > 1 {
+		errs = append(errs, fmt.Errorf("read at once %v: want a share from 0 to 1", c.ReadAtOnce))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("whatsappsim: callbacks: %w", err)

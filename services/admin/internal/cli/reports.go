@@ -54,10 +54,6 @@ nothing.`),
 	return c
 }
 
-// reportSpan is the range of a report without --from: the 30 days by day,
-// the 24 hours by hour, to --to (as the API's GET .../report).
-var reportSpan = map[string]time.Duration{record.IntervalDay: 30 * 24 * time.Hour, record.IntervalHour: 24 * time.Hour}
-
 func reportCmd(e *env, kind string) *cobra.Command {
 	var company, from, to, interval, tz string
 	c := &cobra.Command{
@@ -128,7 +124,7 @@ func reportQuery(from, to, interval, tz string, now time.Time) (record.ReportQue
 			return q, err
 		}
 	}
-	q.From = q.To.Add(-reportSpan[interval])
+	q.From = q.To.Add(-record.DefaultReportSpan[interval])
 	if from != "" {
 		if q.From, err = reportTime("from", from, now, loc); err != nil {
 			return q, err

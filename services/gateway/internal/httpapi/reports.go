@@ -25,10 +25,6 @@ const (
 	msgAutomationNotFound = "Automation not found"
 )
 
-// defaultReportSpan is the range of a report that names no from: the last
-// 30 days by day, the last 24 hours by hour.
-var defaultReportSpan = map[string]time.Duration{record.IntervalDay: 30 * 24 * time.Hour, record.IntervalHour: 24 * time.Hour}
-
 // campaignReport serves GET /api/campaigns/{campaign_id}/report.
 func (h *handlers) campaignReport(c *gin.Context) {
 	h.report(c, record.SubjectCampaign, "campaign_id", msgCampaignNotFound)
@@ -69,7 +65,7 @@ func (h *handlers) report(c *gin.Context, kind, param, notFound string) {
 	if to != nil {
 		rq.To = *to
 	}
-	rq.From = rq.To.Add(-defaultReportSpan[interval])
+	rq.From = rq.To.Add(-record.DefaultReportSpan[interval])
 	if from != nil {
 		rq.From = *from
 	}

@@ -32,12 +32,15 @@ type Config struct {
 	Undeliverable []string      `env:"PARLEY_PROVIDER_SIM_UNDELIVERABLE" envSeparator:","`
 	HangMax       time.Duration `env:"PARLEY_PROVIDER_SIM_HANG_MAX" envDefault:"2m"`
 
-	CallbackURL      string        `env:"PARLEY_PROVIDER_SIM_CALLBACK_URL"`
-	AppSecret        string        `env:"PARLEY_PROVIDER_SIM_APP_SECRET"`
-	SentDelay        time.Duration `env:"PARLEY_PROVIDER_SIM_SENT_DELAY" envDefault:"50ms"`
-	DeliveredDelay   time.Duration `env:"PARLEY_PROVIDER_SIM_DELIVERED_DELAY" envDefault:"500ms"`
-	ReadDelay        time.Duration `env:"PARLEY_PROVIDER_SIM_READ_DELAY" envDefault:"2s"`
-	Read             bool          `env:"PARLEY_PROVIDER_SIM_READ" envDefault:"true"`
+	CallbackURL    string        `env:"PARLEY_PROVIDER_SIM_CALLBACK_URL"`
+	AppSecret      string        `env:"PARLEY_PROVIDER_SIM_APP_SECRET"`
+	SentDelay      time.Duration `env:"PARLEY_PROVIDER_SIM_SENT_DELAY" envDefault:"50ms"`
+	DeliveredDelay time.Duration `env:"PARLEY_PROVIDER_SIM_DELIVERED_DELAY" envDefault:"500ms"`
+	ReadDelay      time.Duration `env:"PARLEY_PROVIDER_SIM_READ_DELAY" envDefault:"2s"`
+	Read           bool          `env:"PARLEY_PROVIDER_SIM_READ" envDefault:"true"`
+	// ReadAtOnce is the share of messages read as they arrive (read
+	// without delivered, as the Cloud API sends it).
+	ReadAtOnce       float64       `env:"PARLEY_PROVIDER_SIM_READ_AT_ONCE" envDefault:"0"`
 	CallbackQueue    int           `env:"PARLEY_PROVIDER_SIM_CALLBACK_QUEUE" envDefault:"100000"`
 	CallbackBatch    int           `env:"PARLEY_PROVIDER_SIM_CALLBACK_BATCH" envDefault:"50"`
 	CallbackWorkers  int           `env:"PARLEY_PROVIDER_SIM_CALLBACK_WORKERS" envDefault:"4"`
@@ -117,7 +120,7 @@ func (c Config) simConfigUnchecked(accs []whatsappsim.Account) whatsappsim.Confi
 			CallbackSettings: whatsappsim.CallbackSettings{
 				URL: c.CallbackURL, AppSecret: c.AppSecret,
 				SentDelay: c.SentDelay, DeliveredDelay: c.DeliveredDelay, ReadDelay: c.ReadDelay,
-				NoRead: !c.Read,
+				NoRead: !c.Read, ReadAtOnce: c.ReadAtOnce,
 			},
 			QueueSize: c.CallbackQueue, BatchSize: c.CallbackBatch, Workers: c.CallbackWorkers,
 			Timeout: c.CallbackTimeout, MaxAttempts: c.CallbackAttempts,
