@@ -43,11 +43,20 @@ const (
 	// MessageReceived is a message a contact sent to one of the company's
 	// numbers (Received).
 	MessageReceived Type = "message.received"
+	// TemplateStatusChanged is a template's status at the provider changing
+	// (Template): approved, rejected, paused, disabled.
+	TemplateStatusChanged Type = "template.status_changed"
+	// BatchHeld is some of a batch's messages held (Hold): their template
+	// is pending or paused, or the messaging limit has no room.
+	BatchHeld Type = "batch.held"
+	// BatchReleased is held messages of a batch going again (Hold).
+	BatchReleased Type = "batch.released"
 )
 
 // Types lists every event type an endpoint can subscribe to.
 var Types = []Type{MessageSent, MessageDelivered, MessageRead, MessageFailed, MessageSkipped,
-	BatchCompleted, BatchFailed, BatchCancelled, ContactOptedOut, ContactOptedIn, MessageReceived}
+	BatchCompleted, BatchFailed, BatchCancelled, ContactOptedOut, ContactOptedIn, MessageReceived,
+	TemplateStatusChanged, BatchHeld, BatchReleased}
 
 // Valid reports whether t is one of Types.
 func (t Type) Valid() bool {
@@ -112,6 +121,36 @@ type Batch struct {
 	Counts    map[string]int `json:"counts,omitempty"`
 	Error     string         `json:"error,omitempty"`
 	ChangedAt time.Time      `json:"changed_at"`
+}
+
+// Template is the data of a template.status_changed event.
+type Template struct {
+	TemplateID     int64  `json:"template_id"`
+	Name           string `json:"name"`
+	Language       string `json:"language"`
+	Category       string `json:"category"`
+	Status         string `json:"status"`
+	PreviousStatus string `json:"previous_status"`
+	// Reason is a rejection's reason or a pause's explanation.
+	Reason string `json:"reason,omitempty"`
+	// PausedUntil is when a PAUSED template is expected back.
+	PausedUntil *time.Time `json:"paused_until,omitempty"`
+	ChangedAt   time.Time  `json:"changed_at"`
+}
+
+// Hold is the data of batch.held and batch.released events: how many of
+// the batch's messages were held or released, and why.
+type Hold struct {
+	BatchID string `json:"batch_id"`
+	// Reason is template_pending, template_paused or messaging_limit.
+	Reason   string `json:"reason"`
+	Messages int    `json:"messages"`
+	// TemplateID and TemplateName name the template a template hold waits for.
+	TemplateID   int64  `json:"template_id,omitempty"`
+	TemplateName string `json:"template_name,omitempty"`
+	// Until is when a messaging limit hold may go (the earliest of them).
+	Until     *time.Time `json:"until,omitempty"`
+	ChangedAt time.Time  `json:"changed_at"`
 }
 
 // Contact is the data of a contact.* event.

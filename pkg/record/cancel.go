@@ -101,7 +101,7 @@ func cancelRecorded(ctx context.Context, tx pgx.Tx, companyID int64, id string, 
 	}
 	tag, err := tx.Exec(ctx, `
 		UPDATE messages SET state = 'cancelled', cancelled_at = $2, updated_at = $2
-		WHERE batch_id = $1 AND state IN ('queued', 'scheduled', 'deferred')`, id, now)
+		WHERE batch_id = $1 AND state IN ('queued', 'scheduled', 'deferred', 'held')`, id, now)
 	if err != nil {
 		return CancelResult{}, fmt.Errorf("cancel messages of batch %s: %w", id, err)
 	}

@@ -245,7 +245,7 @@ func ReturnStale(ctx context.Context, db TxDB, lane Lane, now, staleBefore time.
 // or deferred).
 func Waiting(ctx context.Context, db DB, lane Lane) (int64, error) {
 	var n int64
-	err := db.QueryRow(ctx, `SELECT count(*) FROM messages WHERE lane = $1 AND state IN ('queued', 'scheduled', 'deferred')`,
+	err := db.QueryRow(ctx, `SELECT count(*) FROM messages WHERE lane = $1 AND state IN ('queued', 'scheduled', 'deferred', 'held')`,
 		string(lane)).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count waiting messages: %w", err)

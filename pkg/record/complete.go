@@ -18,7 +18,7 @@ const cancelQueuedSQL = `
 UPDATE messages m SET state = 'cancelled', cancelled_at = $2, updated_at = $2
 FROM batches b
 WHERE b.id = ANY($1::uuid[]) AND b.cancelled_at IS NOT NULL AND m.batch_id = b.id
-  AND m.state IN ('queued', 'scheduled', 'deferred')
+  AND m.state IN ('queued', 'scheduled', 'deferred', 'held')
 RETURNING m.batch_id::text`
 
 // completeSQL moves touched batches to completed when none of their
@@ -34,7 +34,7 @@ UPDATE batches b SET
 		THEN 'cancelled' ELSE 'completed' END)::batch_status,
 	completed_at = CASE WHEN x.open THEN NULL ELSE COALESCE(b.completed_at, $2::timestamptz) END
 FROM (SELECT id, bb.status AS old, EXISTS (SELECT 1 FROM messages m WHERE m.batch_id = bb.id
-		AND m.state IN ('queued', 'scheduled', 'deferred', 'sending')) AS open
+		AND m.state IN ('queued', 'scheduled', 'deferred', 'sending', 'held')) AS open
 	FROM batches bb WHERE bb.id = ANY($1::uuid[])) x
 WHERE b.id = x.id AND b.status IN ('scheduled', 'processing', 'cancelled')
 RETURNING b.id::text, b.company_id, b.kind::text, b.status::text, x.old::text`

@@ -46,7 +46,7 @@ func EraseContact(ctx context.Context, db TxDB, companyID int64, phone string, n
 		e = Erasure{Phone: phone, ErasedAt: now}
 		rows, err := tx.Query(ctx, `
 			UPDATE messages SET state = 'cancelled', cancelled_at = $3, updated_at = $3
-			WHERE company_id = $1 AND phone = $2 AND state IN ('queued', 'scheduled', 'deferred')
+			WHERE company_id = $1 AND phone = $2 AND state IN ('queued', 'scheduled', 'deferred', 'held')
 			RETURNING batch_id::text`, companyID, phone, now)
 		if err != nil {
 			return fmt.Errorf("cancel the waiting messages: %w", err)

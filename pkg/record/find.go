@@ -28,7 +28,7 @@ type Found struct {
 // messageSelect reads a message as Messages lists it, with its batch.
 const messageSelect = `
 	SELECT m.id, m.seq, m.phone, m.state::text, m.provider_message_id, m.error_code, m.error_title, m.attempts,
-		CASE WHEN m.state IN ('queued', 'scheduled', 'deferred') THEN m.not_before END,
+		CASE WHEN m.state IN ('queued', 'scheduled', 'deferred') OR (m.state = 'held' AND m.hold_reason = 'messaging_limit') THEN m.not_before END,
 		m.created_at, m.deferred_at, CASE WHEN m.state <> 'skipped_opt_out' THEN m.claimed_at END, m.sent_at,
 		m.delivered_at, m.read_at, m.failed_at, m.skipped_at, m.cancelled_at, m.replied_at, m.updated_at,
 		m.billable, m.pricing_category, m.pricing_model`

@@ -22,6 +22,11 @@ const (
 	// OutcomeRelease: never sent (shutdown, a claim too old): back to
 	// queued at NotBefore, no attempt spent.
 	OutcomeRelease OutcomeKind = "release"
+	// OutcomeHold: not sent now, waiting for something outside Parley
+	// (Reason; TemplateID for a template hold), no attempt spent: held, or
+	// queued again when the template came back meanwhile. A messaging limit
+	// hold is due again at NotBefore.
+	OutcomeHold OutcomeKind = "hold"
 	// OutcomeTouch changes no message; it only has its batch's status
 	// checked (a claim that skipped an opted-out contact).
 	OutcomeTouch OutcomeKind = ""
@@ -38,6 +43,9 @@ type Outcome struct {
 	Title     string
 	NotBefore time.Time
 	At        time.Time
+	// Reason and TemplateID are a hold's.
+	Reason     HoldReason
+	TemplateID int64
 }
 
 // recordSQL applies outcomes to the claims they belong to: a row whose claim
@@ -86,6 +94,7 @@ type outcomeColumns struct {
 	ats        []time.Time
 	touched    map[string]bool
 	refused    []int64
+	holds      []Outcome
 }
 
 func columnsOf(buf []Outcome) outcomeColumns {
@@ -98,6 +107,10 @@ func columnsOf(buf []Outcome) outcomeColumns {
 	for _, o := range buf {
 		if o.Kind == OutcomeTouch {
 			c.touched[o.BatchID] = true
+			continue
+		}
+		if o.Kind == OutcomeHold {
+			c.holds = append(c.holds, o)
 			continue
 		}
 		if o.Kind == OutcomeFailed && o.Code == CodeUserStoppedMarketing {
@@ -139,6 +152,9 @@ func RecordOutcomes(ctx context.Context, db TxDB, outs []Outcome, now time.Time)
 		clear(counts)
 		sent, err := recordOutcomes(ctx, tx, cols, counts)
 		if err != nil {
+			return err
+		}
+		if err := recordHolds(ctx, tx, cols.holds, cols.touched, counts); err != nil {
 			return err
 		}
 		if err := optOutRefused(ctx, tx, cols.refused, nil, now); err != nil {

@@ -10,6 +10,10 @@
 //	queued     due at not_before (now, or after a retry's backoff)
 //	scheduled  held until the batch's scheduled_at
 //	deferred   outside the account's delivery hours; due at the next opening
+//	held       waits for something outside Parley (hold_reason): its template's
+//	           review or the end of its pause (template_pending, template_paused),
+//	           or room under the portfolio's messaging limit (messaging_limit, due
+//	           at not_before)
 //	sending    claimed by a dispatcher at claimed_at; the provider call is under way
 //	sent       the provider accepted it (provider_message_id is its wamid)
 //	delivered  the provider's status callback said so
@@ -29,6 +33,9 @@
 //	sending -> sent, failed, queued (RecordOutcomes; a retry or a release), queued or failed (ReturnStale),
 //	           cancelled (either, for a message whose contact was erased while it was sent: EraseContact)
 //	sent -> delivered, read, failed; failed -> delivered, read; delivered -> read (ApplyStatuses)
+//	queued, scheduled, deferred -> held, failed (ApplyTemplateChange: a template paused, disabled, rejected)
+//	sending -> held (RecordOutcomes: the template paused, no room under the messaging limit)
+//	held -> queued (ApplyTemplateChange, ReleaseDueHolds), failed (ApplyTemplateChange), cancelled (Cancel)
 //
 // sent, delivered, read, failed, skipped_opt_out and cancelled are terminal
 // for the dispatchers; a status callback moves a message forward only, by
@@ -93,15 +100,19 @@ const (
 	StateFailed        State = "failed"
 	StateSkippedOptOut State = "skipped_opt_out"
 	StateCancelled     State = "cancelled"
+	// StateHeld waits for something outside Parley (HoldReason): its
+	// template's review or the end of its pause, or room under the
+	// portfolio's messaging limit.
+	StateHeld State = "held"
 )
 
 // States lists every message state, in lifecycle order.
-var States = []State{StateQueued, StateScheduled, StateDeferred, StateSending, StateSent,
+var States = []State{StateQueued, StateScheduled, StateDeferred, StateHeld, StateSending, StateSent,
 	StateDelivered, StateRead, StateFailed, StateSkippedOptOut, StateCancelled}
 
 // Cancellable lists the states a cancel moves to cancelled: not yet handed
 // to the provider.
-var Cancellable = []State{StateQueued, StateScheduled, StateDeferred}
+var Cancellable = []State{StateQueued, StateScheduled, StateDeferred, StateHeld}
 
 // Terminal reports whether a message in state s is done for the dispatcher.
 func (s State) Terminal() bool {
@@ -117,10 +128,11 @@ func (s State) Terminal() bool {
 // scheduled, failed, sending or skipped_opt_out. The tests hold every
 // statement to it.
 var Moves = map[State][]State{
-	StateQueued:    {StateDeferred, StateSending, StateSkippedOptOut, StateCancelled, StateSent, StateFailed},
-	StateScheduled: {StateDeferred, StateSending, StateSkippedOptOut, StateCancelled},
-	StateDeferred:  {StateDeferred, StateSending, StateSkippedOptOut, StateCancelled},
-	StateSending:   {StateSent, StateFailed, StateQueued, StateCancelled},
+	StateQueued:    {StateDeferred, StateSending, StateSkippedOptOut, StateCancelled, StateSent, StateFailed, StateHeld},
+	StateScheduled: {StateDeferred, StateSending, StateSkippedOptOut, StateCancelled, StateHeld, StateFailed},
+	StateDeferred:  {StateDeferred, StateSending, StateSkippedOptOut, StateCancelled, StateHeld, StateFailed},
+	StateSending:   {StateSent, StateFailed, StateQueued, StateCancelled, StateHeld},
+	StateHeld:      {StateQueued, StateFailed, StateCancelled},
 	StateSent:      {StateDelivered, StateRead, StateFailed},
 	StateFailed:    {StateDelivered, StateRead},
 	StateDelivered: {StateRead},

@@ -581,6 +581,12 @@ func SampleData(t string, at time.Time) any {
 			MessagingAccountID: 1, MessagingAccountName: "Test number", Type: "text",
 			Content: json.RawMessage(`{"type":"text","text":{"body":"This is a test"}}`), SentAt: at, ReceivedAt: at,
 			WindowExpiresAt: at.Add(24 * time.Hour)}
+	case events.TemplateStatusChanged:
+		until := at.Add(3 * time.Hour)
+		return events.Template{TemplateID: 1, Name: "spring_sale", Language: "en_US", Category: "MARKETING", Status: "PAUSED",
+			PreviousStatus: "APPROVED", Reason: "FIRST_PAUSE", PausedUntil: &until, ChangedAt: at}
+	case events.BatchHeld, events.BatchReleased:
+		return events.Hold{BatchID: batch, Reason: "template_paused", Messages: 1, TemplateID: 1, TemplateName: "spring_sale", ChangedAt: at}
 	default:
 		return map[string]any{"test": true, "changed_at": at}
 	}
