@@ -94,6 +94,25 @@ type Config struct {
 	CacheTTL time.Duration `env:"PARLEY_DISPATCH_CACHE_TTL" envDefault:"5s"`
 	// ShutdownTimeout bounds the wait for in-flight sends and the last flush.
 	ShutdownTimeout time.Duration `env:"PARLEY_DISPATCH_SHUTDOWN_TIMEOUT" envDefault:"30s"`
+
+	// PairInterval is the shortest gap between two messages from one
+	// number to one user (Meta, "Throughput": about one every 6 s, 131056
+	// closer); a message that would come sooner waits, the rest of its
+	// claim goes. Half a second over Meta's 6 s covers the time between a
+	// send here and its receipt there. 0 turns the pacing off.
+	PairInterval time.Duration `env:"PARLEY_DISPATCH_PAIR_INTERVAL" envDefault:"6500ms"`
+	// MessagingLimitWindow is the moving period of a business portfolio's
+	// messaging limit (Meta, "Messaging limits": 24 hours), plus five
+	// minutes so that a user leaves Parley's count after Meta's.
+	MessagingLimitWindow time.Duration `env:"PARLEY_DISPATCH_MESSAGING_LIMIT_WINDOW" envDefault:"24h5m"`
+	// ServiceWindow is how long a user's message opens the customer
+	// service window, inside which a message does not count against the
+	// messaging limit (Meta: 24 hours).
+	ServiceWindow time.Duration `env:"PARLEY_DISPATCH_SERVICE_WINDOW" envDefault:"24h"`
+	// MarketingLimitRetry is how long a message refused with 131049 (the
+	// user's marketing message limit) waits before its one retry; a second
+	// 131049 fails it. 0 fails it at once.
+	MarketingLimitRetry time.Duration `env:"PARLEY_DISPATCH_MARKETING_LIMIT_RETRY" envDefault:"24h"`
 }
 
 // Validate reports every problem at once. providerTimeout is the channel
@@ -123,11 +142,15 @@ func (c Config) Validate(providerTimeout time.Duration) error {
 		{"PARLEY_DISPATCH_FLUSH_INTERVAL", c.FlushInterval}, {"PARLEY_DISPATCH_SWEEP_INTERVAL", c.SweepInterval},
 		{"PARLEY_DISPATCH_ACK_WAIT", c.AckWait}, {"PARLEY_DISPATCH_CACHE_TTL", c.CacheTTL},
 		{"PARLEY_DISPATCH_SHUTDOWN_TIMEOUT", c.ShutdownTimeout},
+		{"PARLEY_DISPATCH_MESSAGING_LIMIT_WINDOW", c.MessagingLimitWindow}, {"PARLEY_DISPATCH_SERVICE_WINDOW", c.ServiceWindow},
 	}
 	for _, d := range durations {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive", d.name))
 		}
+	}
+	if c.PairInterval < 0 || c.MarketingLimitRetry < 0 {
+		errs = append(errs, errors.New("PARLEY_DISPATCH_PAIR_INTERVAL and PARLEY_DISPATCH_MARKETING_LIMIT_RETRY must not be negative"))
 	}
 	if c.BackoffCap < c.BackoffBase {
 		errs = append(errs, errors.New("PARLEY_DISPATCH_BACKOFF_CAP must not be below PARLEY_DISPATCH_BACKOFF_BASE"))

@@ -38,6 +38,9 @@ type Deps struct {
 	ProviderTimeout time.Duration
 	Log             *zap.Logger
 	Registry        prometheus.Registerer
+	// Pacer keeps WhatsApp's pair rate, messaging limit and marketing
+	// pauses across replicas (ratelimit.Pacer); nil turns them off.
+	Pacer Pacer
 }
 
 // Dispatcher consumes one lane's batches from the SENDS stream, expands
@@ -86,6 +89,7 @@ func New(lane record.Lane, cfg Config, d Deps) (*Dispatcher, error) {
 		exp: NewExpander(d.Pool, d.Catalog, d.Clock),
 		eng: newEngine(lane, cfg, d.Pool, d.Catalog, d.Sender, d.Throttle, d.ProviderTimeout, d.Clock, log, m),
 	}
+	x.eng.pacer = d.Pacer
 	x.exp.eng = x.eng // fresh batches hand their first messages over (handoff.go)
 	return x, nil
 }

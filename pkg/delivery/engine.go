@@ -58,6 +58,14 @@ type engine struct {
 	jobs    chan sendJob
 	senders sync.WaitGroup
 	stopped chan struct{}
+
+	// pacer keeps WhatsApp's pair rate, messaging limit and marketing
+	// pauses (rules.go); nil turns them off.
+	pacer      Pacer
+	portfolios *portfolioCache
+	pauseMu    sync.Mutex
+	pauses     map[int64]marketingPause
+	refusals   map[templateStatusKey]bool
 }
 
 type laneWorker struct {
@@ -69,19 +77,23 @@ func newEngine(lane record.Lane, cfg Config, pool *pgxpool.Pool, cat Catalog, se
 	if callTimeout <= 0 {
 		callTimeout = whatsapp.DefaultTimeout
 	}
-	return &engine{callTimeout: callTimeout,
+	e := &engine{callTimeout: callTimeout,
 		lane: lane, cfg: cfg, pool: pool, cache: newCatalogCache(cat, cfg.CacheTTL), sender: sender,
 		throttle: throttle, now: now, log: log, m: m,
-		rec:     newRecorder(lane, pool, now, log, m, cfg),
-		slots:   make(chan struct{}, cfg.Workers),
-		jobs:    make(chan sendJob),
-		stopped: make(chan struct{}),
-		sendCtx: context.Background(),
-		workers: map[int64]*laneWorker{},
-		pending: map[int64][]record.Claimed{},
-		checked: map[int64]checkedBatch{},
-		warner:  ops.NewWarner(log, warnInterval),
+		rec:      newRecorder(lane, pool, now, log, m, cfg),
+		slots:    make(chan struct{}, cfg.Workers),
+		jobs:     make(chan sendJob),
+		stopped:  make(chan struct{}),
+		sendCtx:  context.Background(),
+		workers:  map[int64]*laneWorker{},
+		pending:  map[int64][]record.Claimed{},
+		checked:  map[int64]checkedBatch{},
+		warner:   ops.NewWarner(log, warnInterval),
+		pauses:   map[int64]marketingPause{},
+		refusals: map[templateStatusKey]bool{},
 	}
+	e.portfolios = &portfolioCache{e: e}
+	return e
 }
 
 // warnInterval is how often one kind of recurring failure is logged: an
@@ -176,8 +188,9 @@ const (
 	foldRounds = 10
 )
 
-// sweep returns stale claims, applies early status callbacks, folds the
-// report counters and updates the backlog gauge.
+// sweep returns stale claims, applies early status callbacks, sends again
+// the messages the messaging limit held once room came, folds the report
+// counters and updates the backlog gauge.
 func (e *engine) sweep(ctx context.Context) {
 	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -192,6 +205,12 @@ func (e *engine) sweep(ctx context.Context) {
 	}
 	if _, _, err := record.SweepBacklog(qctx, e.pool, now); err != nil && ctx.Err() == nil {
 		e.warn("sweep status backlog", zap.Error(err))
+	}
+	if n, err := record.ReleaseDueHolds(qctx, e.pool, now); err != nil && ctx.Err() == nil {
+		e.warn("release held messages", zap.Error(err))
+	} else if n > 0 {
+		e.m.heldReleased.Add(float64(n))
+		e.log.Info("messaging limit: room came for held messages", zap.Int("messages", n))
 	}
 	for i := 0; i < foldRounds; i++ {
 		res, err := record.FoldReports(qctx, e.pool, foldLimit)
@@ -299,6 +318,10 @@ func (e *engine) step(ctx context.Context, accountID int64) (more bool, err erro
 			}
 		}
 	}
+	if e.marketingPaused(ctx, acct) {
+		e.giveBack(accountID)
+		return false, nil
+	}
 	want := min(max(acct.ThroughputPerSecond/10, 1), e.cfg.ClaimBatch)
 	slots := e.acquire(ctx, want)
 	if slots == 0 {
@@ -343,7 +366,9 @@ func (e *engine) step(ctx context.Context, accountID int64) (more bool, err erro
 		e.release(len(send))
 		return handed || len(msgs) == slots, nil
 	}
-	e.dispatch(ctx, acct, send)
+	if send = e.applyRules(ctx, acct, send); len(send) > 0 {
+		e.dispatch(ctx, acct, send)
+	}
 	return handed || len(msgs) == slots, nil
 }
 
@@ -486,7 +511,7 @@ func recipient(m record.Claimed) (whatsapp.Recipient, whatsapp.Overrides) {
 
 func (e *engine) send(acct catalog.MessagingAccount, m record.Claimed) record.Outcome {
 	ctx := e.sendCtx
-	o := record.Outcome{ID: m.ID, BatchID: m.BatchID, ClaimedAt: m.ClaimedAt}
+	o := record.Outcome{ID: m.ID, BatchID: m.BatchID, ClaimedAt: m.ClaimedAt, TemplateID: m.TemplateID}
 	tok, err := e.cache.token(ctx, acct.ID)
 	if err != nil {
 		return e.failure(o, m, fmt.Errorf("load access token: %w", err))
@@ -512,6 +537,9 @@ func (e *engine) send(acct catalog.MessagingAccount, m record.Claimed) record.Ou
 	}
 	e.m.sendSeconds.WithLabelValues(string(e.lane)).Observe(time.Since(start).Seconds())
 	if err != nil {
+		if out, ok := e.ruleFailure(acct, o, m, err); ok {
+			return out
+		}
 		return e.failure(o, m, err)
 	}
 	o.Kind, o.Wamid, o.At = record.OutcomeSent, wamid, e.now()

@@ -42,6 +42,10 @@ type harness struct {
 	limiter *ratelimit.Limiter
 	// throttleKeys records the keys the dispatchers asked the limiter for.
 	throttleKeys sync.Map
+	// pacer is the Redis pacer of WhatsApp's rules (rules.go), on the
+	// harness's key prefix; dispatchers get it when paced is set.
+	pacer *ratelimit.Pacer
+	paced bool
 }
 
 // recordingThrottle is the harness's limiter, noting each key it is asked
@@ -103,6 +107,7 @@ func newHarnessOn(t *testing.T, url string) *harness {
 	rcfg := ratelimittest.Config(t)
 	rdb := ratelimit.NewRedisClient(rcfg)
 	t.Cleanup(func() { _ = rdb.Close() })
+	h.pacer = ratelimit.NewPacer(rdb, rcfg)
 	h.limiter, err = ratelimit.New(rdb, rcfg, zap.NewNop(), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -133,10 +138,14 @@ func (h *harness) start(lane record.Lane, cfg Config) *runningDispatcher {
 // startWith starts a dispatcher whose sends are paced by throttle.
 func (h *harness) startWith(lane record.Lane, cfg Config, throttle Throttle) *runningDispatcher {
 	h.t.Helper()
-	d, err := New(lane, cfg, Deps{
+	deps := Deps{
 		Pool: h.pool, JS: h.js, Bus: h.busCfg, Catalog: h.cat, Sender: h.client, Throttle: throttle,
 		Clock: h.clock.Now, Log: zaptest.NewLogger(h.t, zaptest.Level(zap.WarnLevel)), Registry: prometheus.NewRegistry(),
-	})
+	}
+	if h.paced {
+		deps.Pacer = h.pacer
+	}
+	d, err := New(lane, cfg, deps)
 	if err != nil {
 		h.t.Fatal(err)
 	}

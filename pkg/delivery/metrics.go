@@ -17,6 +17,10 @@ type Metrics struct {
 	inFlight      *prometheus.GaugeVec
 	reportFolded  prometheus.Counter
 	reportPending prometheus.Gauge
+	// marketingPaused and spamLimits are by number (phone number id).
+	marketingPaused *prometheus.GaugeVec
+	spamLimits      *prometheus.CounterVec
+	heldReleased    prometheus.Counter
 }
 
 // NewMetrics registers the dispatcher metrics on reg.
@@ -28,7 +32,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"lane", "result"}),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "parley_delivery_messages_total",
-			Help: "Message outcomes: sent, retry, failed, skipped_opt_out, deferred, released.",
+			Help: "Message outcomes: sent, retry, failed, skipped_opt_out, deferred, released, hold (held by the template or the messaging limit), paced (waits for the pair rate).",
 		}, []string{"lane", "outcome"}),
 		sendSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "parley_delivery_send_seconds",
@@ -69,9 +73,22 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "parley_report_deltas_pending",
 			Help: "Report counter rows not folded yet after this process's last sweep (counted up to 1,000,000).",
 		}),
+		marketingPaused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "parley_delivery_marketing_paused",
+			Help: "1 while a number's marketing (campaign lane) sends are paused after the provider's 131048 (spam rate limit), as this process last read it.",
+		}, []string{"phone_number_id"}),
+		spamLimits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "parley_delivery_spam_rate_limits_total",
+			Help: "The provider's 131048 (spam rate limit) answers, by number: each pauses the number's marketing sends. Alert on any increase.",
+		}, []string{"phone_number_id"}),
+		heldReleased: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "parley_delivery_held_released_total",
+			Help: "Messages held for the messaging limit sent again by this process's sweeps once room came.",
+		}),
 	}
 	for _, c := range []prometheus.Collector{m.batches, m.messages, m.sendSeconds, m.claimSize, m.flushSeconds,
-		m.flushFailures, m.leaseReclaims, m.backlog, m.inFlight, m.reportFolded, m.reportPending} {
+		m.flushFailures, m.leaseReclaims, m.backlog, m.inFlight, m.reportFolded, m.reportPending,
+		m.marketingPaused, m.spamLimits, m.heldReleased} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

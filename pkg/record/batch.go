@@ -43,6 +43,10 @@ type Batch struct {
 	// Counts has every message state, zero included; nil in a listing
 	// (ListBatches), which does not count messages.
 	Counts map[State]int `json:"counts,omitempty"`
+	// Held says why the held messages wait, by reason (with the template's
+	// name, or when the first may go for the messaging limit); absent when
+	// none is held.
+	Held []HeldCount `json:"held,omitempty"`
 }
 
 // batchSelect reads a recorded batch with the names of its campaign,
@@ -114,6 +118,12 @@ func BatchStatus(ctx context.Context, db DB, companyID int64, batchID string) (B
 	}
 	if err := rows.Err(); err != nil {
 		return Batch{}, fmt.Errorf("count messages of batch %s: %w", batchID, err)
+	}
+	rows.Close()
+	if counts[StateHeld] > 0 {
+		if b.Held, err = BatchHeld(ctx, db, b.ID); err != nil {
+			return Batch{}, err
+		}
 	}
 	return b.counted(counts), nil
 }

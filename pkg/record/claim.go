@@ -37,7 +37,7 @@ UPDATE messages m SET
 	updated_at = $3
 FROM picked p WHERE m.id = p.id
 RETURNING m.id, m.batch_id::text, m.state::text, m.phone, COALESCE(m.template_id, 0), m.attempts, m.overrides, m.claimed_at,
-	COALESCE(p.first_name, ''), COALESCE(p.last_name, ''), p.variables, m.company_id, m.content`
+	COALESCE(p.first_name, ''), COALESCE(p.last_name, ''), p.variables, m.company_id, m.content, COALESCE(m.error_code, 0)`
 
 // deferSQL moves an account's due non-forced campaign messages to the next
 // opening of its delivery hours.
@@ -108,6 +108,12 @@ type Claimed struct {
 	FirstName  string
 	LastName   string
 	Variables  map[string]string
+	// TemplateSeen is the template's status_changed_at as the dispatcher
+	// read it before the send (TemplateStatuses).
+	TemplateSeen time.Time
+	// LastCode is the provider's error code of the message's last attempt
+	// (0 when none).
+	LastCode int
 	// Content is a reply's session message (whatsapp.Session as JSON);
 	// nil for a template message.
 	Content []byte
@@ -145,7 +151,7 @@ func claimIn(ctx context.Context, tx pgx.Tx, lane Lane, accountID int64, n int, 
 		var ov, vars []byte
 		var company int64
 		if err := r.Scan(&c.ID, &c.BatchID, &state, &c.Phone, &c.TemplateID, &c.Attempts, &ov, &c.ClaimedAt,
-			&c.FirstName, &c.LastName, &vars, &company, &c.Content); err != nil {
+			&c.FirstName, &c.LastName, &vars, &company, &c.Content, &c.LastCode); err != nil {
 			return c, err
 		}
 		if c.State = State(state); c.State == StateSkippedOptOut {

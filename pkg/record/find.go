@@ -31,7 +31,7 @@ const messageSelect = `
 		CASE WHEN m.state IN ('queued', 'scheduled', 'deferred') OR (m.state = 'held' AND m.hold_reason = 'messaging_limit') THEN m.not_before END,
 		m.created_at, m.deferred_at, CASE WHEN m.state <> 'skipped_opt_out' THEN m.claimed_at END, m.sent_at,
 		m.delivered_at, m.read_at, m.failed_at, m.skipped_at, m.cancelled_at, m.replied_at, m.updated_at,
-		m.billable, m.pricing_category, m.pricing_model`
+		m.billable, m.pricing_category, m.pricing_model, m.held_at, m.hold_reason`
 
 // scanMessage scans messageSelect's columns, then extra.
 func scanMessage(row pgx.Row, extra ...any) (Message, error) {
@@ -42,7 +42,7 @@ func scanMessage(row pgx.Row, extra ...any) (Message, error) {
 	err := row.Scan(append([]any{&m.ID, &m.Seq, &m.Phone, &state, &m.ProviderMessageID, &m.ErrorCode, &m.ErrorTitle, &m.Attempts,
 		&m.Due, &m.Times.Created, &m.Times.Deferred, &m.Times.Sending, &m.Times.Sent, &m.Times.Delivered,
 		&m.Times.Read, &m.Times.Failed, &m.Times.SkippedOptOut, &m.Times.Cancelled, &m.Times.Replied, &m.Times.Updated,
-		&billable, &category, &model}, extra...)...)
+		&billable, &category, &model, &m.Times.Held, &m.HoldReason}, extra...)...)
 	m.State = State(state)
 	if category != nil {
 		m.Pricing = &Pricing{Billable: billable != nil && *billable, Category: *category}

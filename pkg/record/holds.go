@@ -154,7 +154,9 @@ func (h heldBatches) emit(ctx context.Context, tx pgx.Tx, t events.Type, at time
 	for k := range h {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i][0] < keys[j][0] || keys[i][0] == keys[j][0] && keys[i][1] < keys[j][1] })
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i][0] < keys[j][0] || keys[i][0] == keys[j][0] && keys[i][1] < keys[j][1]
+	})
 	evs := make([]events.Event, 0, len(h))
 	for _, k := range keys {
 		e := h[k]

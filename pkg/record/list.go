@@ -46,8 +46,10 @@ func (e *InvalidError) Error() string { return e.Field + ": " + e.Msg }
 // time, for a state entered more than once). Created is when it was
 // queued or scheduled.
 type Times struct {
-	Created       time.Time  `json:"created"`
-	Deferred      *time.Time `json:"deferred,omitempty"`
+	Created  time.Time  `json:"created"`
+	Deferred *time.Time `json:"deferred,omitempty"`
+	// Held is when it was last held (HoldReason says why).
+	Held          *time.Time `json:"held,omitempty"`
 	Sending       *time.Time `json:"sending,omitempty"`
 	Sent          *time.Time `json:"sent,omitempty"`
 	Delivered     *time.Time `json:"delivered,omitempty"`
@@ -74,9 +76,14 @@ type Message struct {
 	ErrorTitle        *string `json:"error_title"`
 	// Attempts is how many times it was handed to the provider.
 	Attempts int `json:"attempts"`
-	// Due is when a waiting message (queued, scheduled, deferred) may go.
-	Due   *time.Time `json:"due,omitempty"`
-	Times Times      `json:"times"`
+	// Due is when a waiting message (queued, scheduled, deferred, or held
+	// for the messaging limit) may go.
+	Due *time.Time `json:"due,omitempty"`
+	// HoldReason is why a held message waits (template_pending,
+	// template_paused, messaging_limit); it stays once the message went
+	// on, saying what it waited for.
+	HoldReason *string `json:"hold_reason,omitempty"`
+	Times      Times   `json:"times"`
 	// Pricing is how the Cloud API bills it, from its status callbacks;
 	// absent until a callback that moved it carried one.
 	Pricing *Pricing `json:"pricing,omitempty"`

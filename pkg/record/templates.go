@@ -51,9 +51,10 @@ type TemplateChange struct {
 	PausedUntil time.Time
 	// Source says where the change comes from (SourceWebhook, ...).
 	Source string
-	// At is when it happened. A change from a refused send (SourceSend) is
-	// at the send's claim: one older than the template's last change is
-	// stale (the template came back after the send left) and changes
+	// At is when it happened. For a refused send (SourceSend) it is the
+	// template's status_changed_at as the sender read it before the send
+	// (TemplateStatus.ChangedAt): a template changed since is a stale
+	// refusal (the template came back after the send left), which changes
 	// nothing.
 	At time.Time
 }
@@ -136,7 +137,7 @@ func ApplyTemplateChange(ctx context.Context, db TxDB, c TemplateChange) (Templa
 		if err != nil {
 			return fmt.Errorf("lock template %d: %w", c.TemplateID, err)
 		}
-		if out.Previous == c.Status || (c.Source == SourceSend && c.At.Before(changedAt)) {
+		if out.Previous == c.Status || (c.Source == SourceSend && changedAt.After(c.At)) {
 			return nil
 		}
 		if !c.PausedUntil.IsZero() && c.Status == TemplatePaused {
@@ -252,18 +253,24 @@ func failTemplate(ctx context.Context, tx pgx.Tx, c TemplateChange, now time.Tim
 	return CompleteBatches(ctx, tx, batches, now)
 }
 
+// TemplateStatus is a template's status and when it last changed.
+type TemplateStatus struct {
+	Status    string
+	ChangedAt time.Time
+}
+
 // TemplateStatuses returns the status of each of the templates ids (one
 // primary-key read; a dispatcher asks before it sends a claim).
-func TemplateStatuses(ctx context.Context, db DB, ids []int64) (map[int64]string, error) {
-	rows, err := db.Query(ctx, `SELECT id, status FROM templates WHERE id = ANY($1::bigint[])`, ids)
+func TemplateStatuses(ctx context.Context, db DB, ids []int64) (map[int64]TemplateStatus, error) {
+	rows, err := db.Query(ctx, `SELECT id, status, status_changed_at FROM templates WHERE id = ANY($1::bigint[])`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("template statuses: %w", err)
 	}
-	out := make(map[int64]string, len(ids))
+	out := make(map[int64]TemplateStatus, len(ids))
 	for rows.Next() {
 		var id int64
-		var s string
-		if err := rows.Scan(&id, &s); err != nil {
+		var s TemplateStatus
+		if err := rows.Scan(&id, &s.Status, &s.ChangedAt); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("template statuses: %w", err)
 		}

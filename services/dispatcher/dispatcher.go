@@ -124,6 +124,7 @@ func New(ctx context.Context, lane record.Lane, addr string, cfg Config, log *za
 	d, err := delivery.New(lane, cfg.Dispatch, delivery.Deps{
 		Pool: pool, JS: js, Bus: cfg.NATS, Catalog: catalog.NewStore(pool, box),
 		Sender: client, Throttle: limiter, Log: log, Registry: probe.Registry(), ProviderTimeout: cfg.Provider.Timeout,
+		Pacer: ratelimit.NewPacer(rdb, cfg.Redis),
 	})
 	if err != nil {
 		return fail(err)

@@ -1,0 +1,390 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/parleyhq/parley/pkg/catalog"
+	"github.com/parleyhq/parley/pkg/channel/whatsapp"
+	"github.com/parleyhq/parley/pkg/record"
+)
+
+// WhatsApp's rules as waits, never failures (WHATSAPP.md): before a claim
+// is sent, each message's template must be sendable (a PENDING or PAUSED
+// template holds it, a REJECTED or DISABLED one fails it), its recipient
+// must not have had a message from this number within the pair interval
+// (it waits, the rest of the claim goes), and a new user must fit under the
+// business portfolio's messaging limit (it is held until room comes).
+
+// Pacer keeps the pair rate, the messaging limit and marketing pauses for
+// every replica (ratelimit.Pacer).
+type Pacer interface {
+	Pair(ctx context.Context, companyID int64, number string, users []string, interval time.Duration) ([]time.Duration, error)
+	Reach(ctx context.Context, companyID int64, portfolio string, users []string, limit int, window time.Duration,
+		now time.Time) ([]time.Time, error)
+	PauseMarketing(ctx context.Context, companyID int64, number string, until time.Time) error
+	MarketingPausedUntil(ctx context.Context, companyID int64, number string) (time.Time, error)
+}
+
+// rulesTimeout bounds one rule's read (PostgreSQL or Redis) before a claim
+// is sent.
+const rulesTimeout = 5 * time.Second
+
+// applyRules returns the messages of a claim that may be sent now; the
+// others get their outcome (held, failed, or back to the queue when their
+// pair interval ends) and their send slot back.
+func (e *engine) applyRules(ctx context.Context, acct catalog.MessagingAccount, msgs []record.Claimed) []record.Claimed {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rulesTimeout)
+	defer cancel()
+	n := len(msgs)
+	msgs = e.checkTemplates(ctx, msgs)
+	msgs = e.pacePairs(ctx, acct, msgs)
+	msgs = e.budget(ctx, acct, msgs)
+	e.release(n - len(msgs))
+	return msgs
+}
+
+// isTemplate is a template message (not a reply's session message).
+func isTemplate(m record.Claimed) bool { return len(m.Content) == 0 && m.TemplateID != 0 }
+
+// checkTemplates holds the messages whose template is PENDING or PAUSED
+// and fails those whose template is REJECTED or DISABLED, as the database
+// says now (one read per claim). A read that fails lets the claim go: the
+// provider refuses what it must.
+func (e *engine) checkTemplates(ctx context.Context, msgs []record.Claimed) []record.Claimed {
+	var ids []int64
+	seen := map[int64]bool{}
+	for _, m := range msgs {
+		if isTemplate(m) && !seen[m.TemplateID] {
+			seen[m.TemplateID] = true
+			ids = append(ids, m.TemplateID)
+		}
+	}
+	if len(ids) == 0 {
+		return msgs
+	}
+	st, err := record.TemplateStatuses(ctx, e.pool, ids)
+	if err != nil {
+		e.warn("template statuses unread: the claim goes as it is", zap.Error(err))
+		return msgs
+	}
+	at := e.now()
+	keep := msgs[:0]
+	for _, m := range msgs {
+		o := record.Outcome{ID: m.ID, BatchID: m.BatchID, ClaimedAt: m.ClaimedAt, At: at, TemplateID: m.TemplateID}
+		ts := st[m.TemplateID]
+		switch s := ts.Status; {
+		case !isTemplate(m) || s == "" || s == record.TemplateApproved:
+			m.TemplateSeen = ts.ChangedAt
+			keep = append(keep, m)
+			continue
+		case s == record.TemplatePending || s == record.TemplatePaused:
+			o.Kind, o.Reason = record.OutcomeHold, record.HoldTemplatePaused
+			if s == record.TemplatePending {
+				o.Reason = record.HoldTemplatePending
+			}
+		case s == record.TemplateDisabled:
+			o.Kind, o.Code, o.Title = record.OutcomeFailed, record.CodeTemplateDisabled, "Template is disabled"
+		default:
+			o.Kind, o.Code, o.Title = record.OutcomeFailed, record.CodeTemplateRejected, "Template was rejected"
+		}
+		e.m.messages.WithLabelValues(string(e.lane), string(o.Kind)).Inc()
+		e.rec.add(o)
+	}
+	return keep
+}
+
+// pacePairs keeps two messages from the account's number to one user the
+// pair interval apart: a user reserved by an earlier send waits (back to
+// the queue, due when the interval ends, no attempt spent); the others go.
+// Redis unreachable: the claim goes, and the provider's 131056 is a retry.
+func (e *engine) pacePairs(ctx context.Context, acct catalog.MessagingAccount, msgs []record.Claimed) []record.Claimed {
+	if e.pacer == nil || e.cfg.PairInterval <= 0 || len(msgs) == 0 {
+		return msgs
+	}
+	users := make([]string, len(msgs))
+	for i, m := range msgs {
+		users[i] = m.Phone
+	}
+	waits, err := e.pacer.Pair(ctx, acct.CompanyID, acct.PhoneNumberID, users, e.cfg.PairInterval)
+	if err != nil {
+		e.warn("pair rate unchecked: the claim goes as it is", zap.Error(err))
+		return msgs
+	}
+	at := e.now()
+	keep := msgs[:0]
+	for i, m := range msgs {
+		if waits[i] <= 0 {
+			keep = append(keep, m)
+			continue
+		}
+		e.rec.add(record.Outcome{Kind: record.OutcomeRelease, ID: m.ID, BatchID: m.BatchID, ClaimedAt: m.ClaimedAt,
+			NotBefore: at.Add(waits[i]), At: at})
+		e.m.messages.WithLabelValues(string(e.lane), "paced").Inc()
+	}
+	return keep
+}
+
+// budget counts the template messages to users without an open customer
+// service window on this number against the portfolio's messaging limit;
+// a new user past it is held until room comes (reason messaging_limit).
+// Redis unreachable: they are held for a minute rather than refused.
+func (e *engine) budget(ctx context.Context, acct catalog.MessagingAccount, msgs []record.Claimed) []record.Claimed {
+	if e.pacer == nil || len(msgs) == 0 {
+		return msgs
+	}
+	p, err := e.portfolios.of(ctx, acct.ID)
+	if err != nil {
+		e.warn("messaging limit unread: the claim goes as it is", zap.Error(err))
+		return msgs
+	}
+	if p.limit == 0 {
+		return msgs
+	}
+	counted, err := e.outsideWindow(ctx, acct, msgs)
+	if err != nil {
+		e.warn("customer service windows unread: the claim goes as it is", zap.Error(err))
+		return msgs
+	}
+	if len(counted) == 0 {
+		return msgs
+	}
+	users := make([]string, len(counted))
+	for i, k := range counted {
+		users[i] = msgs[k].Phone
+	}
+	at := e.now()
+	rooms, err := e.pacer.Reach(ctx, acct.CompanyID, p.id, users, p.limit, e.cfg.MessagingLimitWindow, at)
+	if err != nil {
+		e.warn("messaging limit uncounted: held for a minute", zap.Error(err))
+		rooms = make([]time.Time, len(users))
+		for i := range rooms {
+			rooms[i] = at.Add(time.Minute)
+		}
+	}
+	held := map[int]time.Time{}
+	for i, k := range counted {
+		if !rooms[i].IsZero() {
+			held[k] = rooms[i]
+		}
+	}
+	keep := msgs[:0]
+	for i, m := range msgs {
+		room, ok := held[i]
+		if !ok {
+			keep = append(keep, m)
+			continue
+		}
+		e.rec.add(record.Outcome{Kind: record.OutcomeHold, Reason: record.HoldMessagingLimit, ID: m.ID, BatchID: m.BatchID,
+			ClaimedAt: m.ClaimedAt, NotBefore: room, At: at})
+		e.m.messages.WithLabelValues(string(e.lane), "held").Inc()
+	}
+	return keep
+}
+
+// outsideWindow returns the indexes of msgs that count against the
+// messaging limit: template messages to users whose customer service window
+// on this number is closed (Meta counts no message inside an open window).
+func (e *engine) outsideWindow(ctx context.Context, acct catalog.MessagingAccount, msgs []record.Claimed) ([]int, error) {
+	var phones []string
+	for _, m := range msgs {
+		if isTemplate(m) {
+			phones = append(phones, m.Phone)
+		}
+	}
+	if len(phones) == 0 {
+		return nil, nil
+	}
+	open, err := record.OpenWindows(ctx, e.pool, acct.ID, phones, e.now().Add(-e.cfg.ServiceWindow))
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for i, m := range msgs {
+		if isTemplate(m) && !open[m.Phone] {
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}
+
+// portfolio is a number's business portfolio and its messaging limit (0:
+// unlimited).
+type portfolio struct {
+	id    string
+	limit int
+}
+
+// portfolioCache reads each account's portfolio and limit at most once per
+// TTL.
+type portfolioCache struct {
+	e   *engine
+	mu  sync.Mutex
+	got map[int64]portfolioEntry
+}
+
+type portfolioEntry struct {
+	p  portfolio
+	at time.Time
+}
+
+func (c *portfolioCache) of(ctx context.Context, accountID int64) (portfolio, error) {
+	c.mu.Lock()
+	en, ok := c.got[accountID]
+	c.mu.Unlock()
+	if ok && time.Since(en.at) < c.e.cfg.CacheTTL {
+		return en.p, nil
+	}
+	id, tier, err := record.AccountPortfolio(ctx, c.e.pool, accountID)
+	if err != nil {
+		return portfolio{}, err
+	}
+	limit, known := whatsapp.TierLimit(tier)
+	if !known && tier != "" {
+		return portfolio{}, fmt.Errorf("portfolio %s: unknown tier %q", id, tier)
+	}
+	p := portfolio{id: id, limit: limit}
+	c.mu.Lock()
+	if c.got == nil {
+		c.got = map[int64]portfolioEntry{}
+	}
+	c.got[accountID] = portfolioEntry{p: p, at: time.Now()}
+	c.mu.Unlock()
+	return p, nil
+}
+
+// marketingPaused reports whether the account's number has its marketing
+// sends paused (131048), reading the shared pause at most once a second.
+func (e *engine) marketingPaused(ctx context.Context, acct catalog.MessagingAccount) bool {
+	if e.pacer == nil || e.lane != record.LaneCampaign {
+		return false
+	}
+	e.pauseMu.Lock()
+	p, ok := e.pauses[acct.ID]
+	e.pauseMu.Unlock()
+	now := e.now()
+	if !ok || now.Sub(p.read) >= time.Second {
+		until, err := e.pacer.MarketingPausedUntil(ctx, acct.CompanyID, acct.PhoneNumberID)
+		if err != nil {
+			e.warn("marketing pause unread", zap.Error(err))
+		}
+		p = marketingPause{until: until, read: now}
+		e.pauseMu.Lock()
+		e.pauses[acct.ID] = p
+		e.pauseMu.Unlock()
+	}
+	paused := now.Before(p.until)
+	e.m.marketingPaused.WithLabelValues(acct.PhoneNumberID).Set(boolGauge(paused))
+	return paused
+}
+
+// marketingPause is a number's pause as last read.
+type marketingPause struct {
+	until, read time.Time
+}
+
+// pauseMarketing pauses the number's marketing sends until until, for
+// every replica, after the provider's 131048.
+func (e *engine) pauseMarketing(acct catalog.MessagingAccount, until time.Time) {
+	e.m.spamLimits.WithLabelValues(acct.PhoneNumberID).Inc()
+	if e.pacer == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), rulesTimeout)
+	defer cancel()
+	if err := e.pacer.PauseMarketing(ctx, acct.CompanyID, acct.PhoneNumberID, until); err != nil {
+		e.warn("marketing pause not shared", zap.Error(err))
+	}
+	e.pauseMu.Lock()
+	e.pauses[acct.ID] = marketingPause{until: until, read: e.now()}
+	e.pauseMu.Unlock()
+	e.log.Warn("spam rate limit (131048): the number's marketing sends pause", zap.Int64("account_id", acct.ID),
+		zap.String("account", acct.Name), zap.Time("until", until))
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// templateRefused records what a provider's refusal says about a template
+// (132015 paused, 132016 disabled) at once, so that its other waiting
+// messages are held or failed before they are claimed: once per template,
+// status and version of the template the sends saw (TemplateSeen).
+func (e *engine) templateRefused(acct catalog.MessagingAccount, m record.Claimed, status string) {
+	key := templateStatusKey{m.TemplateID, status, m.TemplateSeen}
+	e.pauseMu.Lock()
+	if e.refusals[key] {
+		e.pauseMu.Unlock()
+		return
+	}
+	if len(e.refusals) > 10_000 {
+		clear(e.refusals)
+	}
+	e.refusals[key] = true
+	e.pauseMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), rulesTimeout)
+	defer cancel()
+	res, err := record.ApplyTemplateChange(ctx, e.pool, record.TemplateChange{CompanyID: acct.CompanyID, TemplateID: m.TemplateID,
+		Status: status, Reason: "refused by the provider", Source: record.SourceSend, At: m.TemplateSeen})
+	if err != nil {
+		e.warn("template status from a refusal not recorded", zap.Int64("template_id", m.TemplateID), zap.Error(err))
+		return
+	}
+	if res.Changed {
+		e.log.Warn("the provider refused a template: its messages wait", zap.String("template", res.Name),
+			zap.String("language", res.Language), zap.String("status", status), zap.Int("held", res.Held), zap.Int("failed", res.Failed))
+	}
+}
+
+type templateStatusKey struct {
+	template int64
+	status   string
+	seen     time.Time
+}
+
+// The provider's answers that are WhatsApp's rules rather than errors.
+const (
+	codeTemplatePaused   = 132015
+	codeTemplateDisabled = 132016
+	codeMarketingLimit   = 131049
+	codeSpamRateLimit    = 131048
+)
+
+// ruleFailure turns the provider's refusals that are WhatsApp's rules into
+// waits: 132015 holds the message (its template is paused) and holds the
+// template's other waiting messages; 132016 fails it and the template's
+// other messages; 131049 (the user's marketing limit) is retried once
+// after MarketingLimitRetry, then fails; 131048 (spam rate limit) pauses
+// the number's marketing sends for the error's floor. ok is false for any
+// other error.
+func (e *engine) ruleFailure(acct catalog.MessagingAccount, o record.Outcome, m record.Claimed, err error) (record.Outcome, bool) {
+	var pe *whatsapp.Error
+	if !errors.As(err, &pe) {
+		return o, false
+	}
+	o.At, o.Code, o.Title = e.now(), pe.Code, pe.Title
+	switch {
+	case pe.Code == codeTemplatePaused && isTemplate(m):
+		e.templateRefused(acct, m, record.TemplatePaused)
+		o.Kind, o.Reason = record.OutcomeHold, record.HoldTemplatePaused
+		e.m.messages.WithLabelValues(string(e.lane), string(o.Kind)).Inc()
+		return o, true
+	case pe.Code == codeTemplateDisabled && isTemplate(m):
+		e.templateRefused(acct, m, record.TemplateDisabled)
+	case pe.Code == codeMarketingLimit && m.LastCode != codeMarketingLimit && e.cfg.MarketingLimitRetry > 0:
+		o.Kind, o.NotBefore = record.OutcomeRetry, o.At.Add(e.cfg.MarketingLimitRetry)
+		e.m.messages.WithLabelValues(string(e.lane), string(o.Kind)).Inc()
+		return o, true
+	case pe.Code == codeSpamRateLimit:
+		e.pauseMarketing(acct, o.At.Add(max(pe.RetryAfter, whatsapp.AccountFloor)))
+	}
+	return o, false
+}

@@ -1,0 +1,252 @@
+package delivery
+
+import (
+	"testing"
+	"time"
+
+	"github.com/parleyhq/parley/pkg/channel/whatsapp"
+	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
+	"github.com/parleyhq/parley/pkg/record"
+)
+
+// simTemplate registers the fixture's template at the simulator (APPROVED)
+// and returns its id there.
+func (h *harness) simTemplate() string {
+	h.t.Helper()
+	if err := h.sim.SetTemplate(whatsappsim.TemplateSpec{Name: h.tpl.Name, Language: h.tpl.Language, BodyParameters: 2}); err != nil {
+		h.t.Fatal(err)
+	}
+	for _, st := range h.sim.TemplateStates() {
+		if st.Name == h.tpl.Name {
+			return st.ID
+		}
+	}
+	h.t.Fatal("template not registered")
+	return ""
+}
+
+// waitStates waits until the batch's messages are in the wanted states.
+func (h *harness) waitStates(batchID string, want map[string]int, within time.Duration) {
+	h.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		got := h.states(batchID)
+		ok := true
+		for s, n := range want {
+			ok = ok && got[s] == n
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("batch %s: %v, want %v", batchID, got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (h *harness) states(batchID string) map[string]int {
+	h.t.Helper()
+	out := map[string]int{}
+	for _, m := range h.messages(batchID) {
+		out[string(m.State)]++
+	}
+	return out
+}
+
+func (h *harness) templateStatus() string {
+	h.t.Helper()
+	var s string
+	if err := h.pool.QueryRow(h.ctx, `SELECT status FROM templates WHERE id = $1`, h.tpl.ID).Scan(&s); err != nil {
+		h.t.Fatal(err)
+	}
+	return s
+}
+
+// TestPausedTemplateHoldsThenGoesWhenApproved: a campaign sent while its
+// template is paused at the provider is held, never failed: the first
+// refusals (132015, a claim's worth) pause the template in Parley, which
+// holds the rest before they are sent; when the template is approved again
+// every message goes, once.
+func TestPausedTemplateHoldsThenGoesWhenApproved(t *testing.T) {
+	h := newHarness(t)
+	h.clock.Run()
+	id := h.simTemplate()
+	if _, err := h.sim.PauseTemplate(id); err != nil {
+		t.Fatal(err)
+	}
+	h.paced = true
+	cfg := testConfig()
+	h.start(record.LaneCampaign, cfg)
+	ph := phones(600)
+	b := h.campaignBatch(ph, false, nil)
+	h.publish(b, "")
+	h.waitStates(b.BatchId, map[string]int{"held": 600}, 20*time.Second)
+	if s := h.templateStatus(); s != record.TemplatePaused {
+		t.Fatalf("template %s, want PAUSED after the provider's 132015", s)
+	}
+	refused := h.sim.Stats().Errors["132015"]
+	// A claim is a tenth of the account's 2,000/s: at most the sends of
+	// the claims in flight when the first refusal came back.
+	if refused == 0 || refused > 2*200 {
+		t.Fatalf("%d sends refused with 132015, want between 1 and two claims (400)", refused)
+	}
+	held, err := record.BatchHeld(h.ctx, h.pool, b.BatchId)
+	if err != nil || len(held) != 1 || held[0].Reason != record.HoldTemplatePaused || held[0].TemplateName != h.tpl.Name {
+		t.Fatalf("held: %+v, %v", held, err)
+	}
+
+	if _, err := h.sim.UnpauseTemplate(id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := record.ApplyTemplateChange(h.ctx, h.pool, record.TemplateChange{CompanyID: h.company.ID, TemplateID: h.tpl.ID,
+		Status: record.TemplateApproved, Source: record.SourceWebhook}); err != nil {
+		t.Fatal(err)
+	}
+	got := h.waitBatch(b.BatchId, record.BatchCompleted, 20*time.Second)
+	if got.Counts[record.StateSent] != 600 || got.Counts[record.StateFailed] != 0 {
+		t.Fatalf("after the approval: %+v", got.Counts)
+	}
+	for _, p := range ph {
+		if n := h.sends(p); n != 1 {
+			t.Fatalf("%s received %d sends, want 1", p, n)
+		}
+	}
+}
+
+// TestDisabledTemplateFailsItsMessages: the provider's 132016 disables the
+// template in Parley, which fails every other message of it with 132016 and
+// its reason, without sending them.
+func TestDisabledTemplateFailsItsMessages(t *testing.T) {
+	h := newHarness(t)
+	h.clock.Run()
+	id := h.simTemplate()
+	for i := 0; i < whatsappsim.PausesToDisable; i++ {
+		if _, err := h.sim.PauseTemplate(id); err != nil {
+			t.Fatal(err)
+		}
+		if i < whatsappsim.PausesToDisable-1 {
+			if _, err := h.sim.UnpauseTemplate(id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	h.paced = true
+	h.start(record.LaneCampaign, testConfig())
+	b := h.campaignBatch(phones(600), false, nil)
+	h.publish(b, "")
+	got := h.waitBatch(b.BatchId, record.BatchCompleted, 20*time.Second)
+	if got.Counts[record.StateFailed] != 600 {
+		t.Fatalf("counts %+v, want 600 failed", got.Counts)
+	}
+	for _, m := range h.messages(b.BatchId) {
+		if m.Code == nil || *m.Code != record.CodeTemplateDisabled {
+			t.Fatalf("message %+v, want 132016", m)
+		}
+	}
+	if s := h.templateStatus(); s != record.TemplateDisabled {
+		t.Fatalf("template %s, want DISABLED", s)
+	}
+	if r := h.sim.Stats().Requests; r > 2*200 {
+		t.Fatalf("%d send attempts, want at most two claims' worth", r)
+	}
+}
+
+// TestPairRateSpacesOneUserWithoutSlowingTheRest: three campaigns that all
+// include one user go out at once; that user's three messages arrive the
+// pair interval apart and the provider refuses none (131056), while the
+// other users' messages are not held back.
+func TestPairRateSpacesOneUserWithoutSlowingTheRest(t *testing.T) {
+	h := newHarness(t)
+	h.clock.Run()
+	rules := whatsappsim.DefaultRules()
+	rules.PairRateInterval = time.Second
+	if err := h.sim.SetRules(rules); err != nil {
+		t.Fatal(err)
+	}
+	h.paced = true
+	cfg := testConfig()
+	cfg.PairInterval = 1200 * time.Millisecond
+	h.start(record.LaneCampaign, cfg)
+	shared := phones(1)[0]
+	var ids []string
+	for i := 0; i < 3; i++ {
+		b := h.campaignBatch(append(phones(50), shared), false, nil)
+		h.publish(b, "")
+		ids = append(ids, b.BatchId)
+	}
+	for _, id := range ids {
+		got := h.waitBatch(id, record.BatchCompleted, 20*time.Second)
+		if got.Counts[record.StateSent] != 51 {
+			t.Fatalf("batch %s: %+v", id, got.Counts)
+		}
+	}
+	if n := h.sim.Stats().Errors["131056"]; n != 0 {
+		t.Fatalf("%d sends refused with 131056", n)
+	}
+	recv := h.received(shared)
+	if len(recv) != 3 {
+		t.Fatalf("%s received %d messages, want 3", shared, len(recv))
+	}
+	for i := 1; i < len(recv); i++ {
+		if gap := recv[i].ReceivedAt.Sub(recv[i-1].ReceivedAt); gap < time.Second {
+			t.Fatalf("messages %d and %d to one user %s apart, want at least 1s", i-1, i, gap)
+		}
+	}
+	// The others went in the first round: well before the shared user's
+	// last message.
+	var last time.Time
+	for _, id := range ids {
+		for _, m := range h.messages(id) {
+			if m.Phone != shared {
+				r := h.received(m.Phone)
+				if len(r) == 1 && r[0].ReceivedAt.After(last) {
+					last = r[0].ReceivedAt
+				}
+			}
+		}
+	}
+	if !last.Before(recv[2].ReceivedAt) {
+		t.Errorf("the other users' last message came at %s, after the shared user's third (%s): the pair rate slowed them",
+			last, recv[2].ReceivedAt)
+	}
+}
+
+// TestMessagingLimitHoldsNewUsersBeyondTheTier: with the portfolio at
+// TIER_250 (and its 24 hours scaled to a few seconds), a 300-contact
+// campaign sends to 250 users, holds 50 with their reason and the time room
+// comes, and sends them once the first users leave the window; the
+// provider refuses none.
+func TestMessagingLimitHoldsNewUsersBeyondTheTier(t *testing.T) {
+	h := newHarness(t)
+	h.clock.Run()
+	const window = 4 * time.Second
+	rules := whatsappsim.DefaultRules()
+	rules.TimeScale = float64(window) / float64(whatsappsim.MessagingLimitWindow)
+	if err := h.sim.SetRules(rules); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.sim.SetPortfolioTier(h.acct.PhoneNumberID, whatsapp.Tier250); err != nil {
+		t.Fatal(err)
+	}
+	h.exec(`INSERT INTO portfolios (company_id, portfolio_id, tier, source) VALUES ($1, $2, 'TIER_250', 'operator')`,
+		h.company.ID, h.acct.PhoneNumberID)
+	h.paced = true
+	cfg := testConfig()
+	cfg.MessagingLimitWindow = window + 500*time.Millisecond
+	h.start(record.LaneCampaign, cfg)
+	b := h.campaignBatch(phones(300), false, nil)
+	h.publish(b, "")
+	h.waitStates(b.BatchId, map[string]int{"sent": 250, "held": 50}, 10*time.Second)
+	held, err := record.BatchHeld(h.ctx, h.pool, b.BatchId)
+	if err != nil || len(held) != 1 || held[0].Reason != record.HoldMessagingLimit || held[0].Until == nil {
+		t.Fatalf("held: %+v, %v", held, err)
+	}
+	got := h.waitBatch(b.BatchId, record.BatchCompleted, 20*time.Second)
+	if got.Counts[record.StateSent] != 300 {
+		t.Fatalf("counts %+v, want 300 sent", got.Counts)
+	}
+	if st := h.sim.Stats(); st.MessagingLimitRefused != 0 || st.Accepted != 300 {
+		t.Fatalf("provider: %d refused for the messaging limit, %d accepted; want 0 and 300", st.MessagingLimitRefused, st.Accepted)
+	}
+}
