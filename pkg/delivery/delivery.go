@@ -110,8 +110,9 @@ type Config struct {
 	// messaging limit (Meta: 24 hours).
 	ServiceWindow time.Duration `env:"PARLEY_DISPATCH_SERVICE_WINDOW" envDefault:"24h"`
 	// MarketingLimitRetry is how long a message refused with 131049 (the
-	// user's marketing message limit) waits before its one retry; a second
-	// 131049 fails it. 0 fails it at once.
+	// user's marketing message limit, "resending sooner than 24 h fails
+	// again") is held before its one retry; a second 131049 fails it. 0
+	// retries it at the next sweep.
 	MarketingLimitRetry time.Duration `env:"PARLEY_DISPATCH_MARKETING_LIMIT_RETRY" envDefault:"24h"`
 }
 

@@ -206,7 +206,7 @@ func (e *engine) sweep(ctx context.Context) {
 	if _, _, err := record.SweepBacklog(qctx, e.pool, now); err != nil && ctx.Err() == nil {
 		e.warn("sweep status backlog", zap.Error(err))
 	}
-	if n, err := record.ReleaseDueHolds(qctx, e.pool, now); err != nil && ctx.Err() == nil {
+	if n, err := record.ReleaseDueHolds(qctx, e.pool, now, e.cfg.MarketingLimitRetry); err != nil && ctx.Err() == nil {
 		e.warn("release held messages", zap.Error(err))
 	} else if n > 0 {
 		e.m.heldReleased.Add(float64(n))

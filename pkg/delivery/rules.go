@@ -361,8 +361,8 @@ const (
 // ruleFailure turns the provider's refusals that are WhatsApp's rules into
 // waits: 132015 holds the message (its template is paused) and holds the
 // template's other waiting messages; 132016 fails it and the template's
-// other messages; 131049 (the user's marketing limit) is retried once
-// after MarketingLimitRetry, then fails; 131048 (spam rate limit) pauses
+// other messages; 131049 (the user's marketing limit) is held for one
+// retry after MarketingLimitRetry (ReleaseDueHolds), then fails; 131048 (spam rate limit) pauses
 // the number's marketing sends for the error's floor. ok is false for any
 // other error.
 func (e *engine) ruleFailure(acct catalog.MessagingAccount, o record.Outcome, m record.Claimed, err error) (record.Outcome, bool) {
@@ -379,8 +379,10 @@ func (e *engine) ruleFailure(acct catalog.MessagingAccount, o record.Outcome, m 
 		return o, true
 	case pe.Code == codeTemplateDisabled && isTemplate(m):
 		e.templateRefused(acct, m, record.TemplateDisabled)
-	case pe.Code == codeMarketingLimit && m.LastCode != codeMarketingLimit && e.cfg.MarketingLimitRetry > 0:
-		o.Kind, o.NotBefore = record.OutcomeRetry, o.At.Add(e.cfg.MarketingLimitRetry)
+	case pe.Code == codeMarketingLimit && m.LastCode != codeMarketingLimit:
+		// Meta reports 131049 in a failed status (record.ApplyStatuses
+		// holds it there); an answer that carries it is held the same way.
+		o.Kind, o.Reason = record.OutcomeHold, record.HoldMarketingLimit
 		e.m.messages.WithLabelValues(string(e.lane), string(o.Kind)).Inc()
 		return o, true
 	case pe.Code == codeSpamRateLimit:

@@ -23,10 +23,19 @@ const (
 	// HoldMessagingLimit: the portfolio's messaging limit has no room for a
 	// new user until not_before.
 	HoldMessagingLimit HoldReason = "messaging_limit"
+	// HoldMarketingLimit: the provider refused it with 131049 (the user's
+	// marketing message limit): it is sent once more after the
+	// dispatcher's PARLEY_DISPATCH_MARKETING_LIMIT_RETRY; a second 131049
+	// fails it.
+	HoldMarketingLimit HoldReason = "marketing_limit"
 )
 
 // HoldReasons lists every hold reason.
-var HoldReasons = []HoldReason{HoldTemplatePending, HoldTemplatePaused, HoldMessagingLimit}
+var HoldReasons = []HoldReason{HoldTemplatePending, HoldTemplatePaused, HoldMessagingLimit, HoldMarketingLimit}
+
+// CodeMarketingLimit is the provider's 131049: the user's marketing
+// message limit ("healthy ecosystem engagement").
+const CodeMarketingLimit = 131049
 
 // holdSQL records hold outcomes: a claimed message goes to held with its
 // reason, no attempt spent, unless its template came back meanwhile (a
@@ -40,9 +49,10 @@ WITH t AS (
 )
 UPDATE messages m SET
 	state = (CASE WHEN m.phone = '' THEN 'cancelled'
-		WHEN r.reason = 'messaging_limit' OR t.status IN ('PENDING', 'PAUSED') THEN 'held'
+		WHEN r.reason IN ('messaging_limit', 'marketing_limit') OR t.status IN ('PENDING', 'PAUSED') THEN 'held'
 		ELSE 'queued' END)::message_state,
 	cancelled_at = CASE WHEN m.phone = '' THEN r.at ELSE m.cancelled_at END,
+	marketing_retry_at = CASE WHEN r.reason = 'marketing_limit' THEN r.at ELSE m.marketing_retry_at END,
 	hold_reason = r.reason,
 	held_at = r.at,
 	error_code = COALESCE(r.code, m.error_code),
@@ -142,7 +152,7 @@ func (h heldBatches) add(r heldRow) {
 	}
 }
 
-func (h heldBatches) emit(ctx context.Context, tx pgx.Tx, t events.Type, at time.Time) error {
+func (h heldBatches) emit(ctx context.Context, tx DB, t events.Type, at time.Time) error {
 	if len(h) == 0 {
 		return nil
 	}
@@ -167,7 +177,7 @@ func (h heldBatches) emit(ctx context.Context, tx pgx.Tx, t events.Type, at time
 	return events.Append(ctx, tx, evs...)
 }
 
-func templateNames(ctx context.Context, tx pgx.Tx, h heldBatches) (map[int64]string, error) {
+func templateNames(ctx context.Context, tx DB, h heldBatches) (map[int64]string, error) {
 	var ids []int64
 	for _, e := range h {
 		if e.ev.TemplateID != 0 {
@@ -196,20 +206,22 @@ func templateNames(ctx context.Context, tx pgx.Tx, h heldBatches) (map[int64]str
 }
 
 // releaseDueSQL sends again the messages the messaging limit held whose
-// room has come.
+// room has come, and those 131049 held for their retry ($2 after it).
 const releaseDueSQL = `
-UPDATE messages SET state = 'queued', updated_at = $1
-WHERE state = 'held' AND hold_reason = 'messaging_limit' AND not_before <= $1
+UPDATE messages SET state = 'queued', not_before = $1, updated_at = $1
+WHERE state = 'held' AND (hold_reason = 'messaging_limit' AND not_before <= $1
+	OR hold_reason = 'marketing_limit' AND not_before <= $1 - $2::interval)
 RETURNING batch_id::text, company_id, state::text, hold_reason, 0::bigint, not_before`
 
 // ReleaseDueHolds sends again, at now, the messages held for the messaging
-// limit whose room has come (not_before), with their batch.released
-// events, and returns how many.
-func ReleaseDueHolds(ctx context.Context, db TxDB, now time.Time) (int, error) {
+// limit whose room has come (not_before), and those held by 131049 at
+// least marketingRetry ago, with their batch.released events, and returns
+// how many.
+func ReleaseDueHolds(ctx context.Context, db TxDB, now time.Time, marketingRetry time.Duration) (int, error) {
 	n := 0
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		var err error
-		n, err = releaseWith(ctx, tx, now, releaseDueSQL, now)
+		n, err = releaseWith(ctx, tx, now, releaseDueSQL, now, marketingRetry)
 		return err
 	})
 	if err != nil {
@@ -278,4 +290,68 @@ func BatchHeld(ctx context.Context, db DB, batchID string) ([]HeldCount, error) 
 		return nil, fmt.Errorf("held messages of batch %s: %w", batchID, err)
 	}
 	return out, nil
+}
+
+// holdMarketingSQL holds, for their one retry, messages the provider just
+// failed with 131049 that were never retried for it: no longer sent (their
+// wamid and send time cleared, so that the retry is a send of its own),
+// due again after the dispatcher's retry delay (ReleaseDueHolds). It
+// returns each one's former send time.
+const holdMarketingSQL = `
+WITH old AS (
+	SELECT id, sent_at FROM messages WHERE id = ANY($1::bigint[]) AND state = 'failed' AND error_code = 131049
+	  AND marketing_retry_at IS NULL FOR UPDATE
+)
+UPDATE messages m SET state = 'held', hold_reason = 'marketing_limit', held_at = $2, marketing_retry_at = $2,
+	not_before = $2, provider_message_id = NULL, sent_at = NULL, updated_at = $2
+FROM old WHERE m.id = old.id
+RETURNING m.id, m.batch_id::text, m.company_id, old.sent_at`
+
+// holdMarketingLimited holds the messages of changed that a status just
+// failed with 131049 for the first time (holdMarketingSQL) and returns the
+// others: a held one writes no message.failed event and no failure
+// counter, and its send is counted back (its retry will count again);
+// batch.held events say how many of each batch wait.
+func holdMarketingLimited(ctx context.Context, db DB, changed []changedMessage, d deltas, now time.Time) ([]changedMessage, error) {
+	var ids []int64
+	for _, m := range changed {
+		if m.State == StateFailed && m.Code == CodeMarketingLimit {
+			ids = append(ids, m.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return changed, nil
+	}
+	rows, err := db.Query(ctx, holdMarketingSQL, ids, now)
+	if err != nil {
+		return nil, fmt.Errorf("hold messages refused with 131049: %w", err)
+	}
+	held := map[int64]bool{}
+	out := heldBatches{}
+	for rows.Next() {
+		var id, company int64
+		var batch string
+		var sentAt *time.Time
+		if err := rows.Scan(&id, &batch, &company, &sentAt); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("hold messages refused with 131049: %w", err)
+		}
+		held[id] = true
+		if sentAt != nil {
+			d.add(batch, *sentAt, metricSent, 0, "", -1)
+			d.add(batch, *sentAt, metricLeft, 0, "", -1)
+		}
+		out.add(heldRow{batch: batch, company: company, state: string(StateHeld), reason: string(HoldMarketingLimit)})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("hold messages refused with 131049: %w", err)
+	}
+	keep := changed[:0]
+	for _, m := range changed {
+		if !held[m.ID] {
+			keep = append(keep, m)
+		}
+	}
+	return keep, out.emit(ctx, db, events.BatchHeld, now)
 }

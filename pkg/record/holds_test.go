@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/events"
 	"github.com/parleyhq/parley/pkg/record"
 )
@@ -157,7 +158,7 @@ func TestMessagingLimitHoldIsReleasedWhenRoomComes(t *testing.T) {
 	if err != nil || len(held) != 1 || held[0].Messages != 3 || held[0].Until == nil || !held[0].Until.Equal(room) {
 		t.Fatalf("held: %+v, %v; want 3 until %s", held, err, room)
 	}
-	if n, err := record.ReleaseDueHolds(f.ctx, f.pool, room.Add(-time.Second)); err != nil || n != 0 {
+	if n, err := record.ReleaseDueHolds(f.ctx, f.pool, room.Add(-time.Second), time.Hour); err != nil || n != 0 {
 		t.Fatalf("release before the room: %d, %v", n, err)
 	}
 	// An approval of the template does not release messaging limit holds.
@@ -165,7 +166,7 @@ func TestMessagingLimitHoldIsReleasedWhenRoomComes(t *testing.T) {
 	if res := f.templateChange(record.TemplateApproved, record.SourceWebhook, f.now); res.Released != 0 {
 		t.Fatalf("a template's approval released %d messaging limit holds", res.Released)
 	}
-	if n, err := record.ReleaseDueHolds(f.ctx, f.pool, room); err != nil || n != 3 {
+	if n, err := record.ReleaseDueHolds(f.ctx, f.pool, room, time.Hour); err != nil || n != 3 {
 		t.Fatalf("release at the room: %d, %v", n, err)
 	}
 	again, err := record.Claim(f.ctx, f.pool, record.LaneCampaign, f.camp.MessagingAccountID, 3, room, false)
@@ -205,4 +206,63 @@ func TestTemplateChangeOfAnotherCompanyIsNotFound(t *testing.T) {
 		Status: "SLEEPING", Source: record.SourceWebhook}); !errors.Is(err, record.ErrTemplateStatus) {
 		t.Fatalf("err = %v, want ErrTemplateStatus", err)
 	}
+}
+
+// TestMarketingLimitIsRetriedOnceThenFails: a first 131049 in a failed
+// status holds the message for its retry (no message.failed event, its
+// send counted back), the release queues it again, and a second 131049
+// after the retry's send fails it with the reason.
+func TestMarketingLimitIsRetriedOnceThenFails(t *testing.T) {
+	f := newFixture(t)
+	moves := f.watchMoves()
+	b := f.campaignBatch(1, nil)
+	f.expand(b)
+	send := func(at time.Time, wamid string) {
+		t.Helper()
+		c, err := record.Claim(f.ctx, f.pool, record.LaneCampaign, f.camp.MessagingAccountID, 1, at, false)
+		if err != nil || len(c) != 1 {
+			t.Fatalf("claim: %d, %v", len(c), err)
+		}
+		if _, err := record.RecordOutcomes(f.ctx, f.pool, []record.Outcome{{Kind: record.OutcomeSent, ID: c[0].ID,
+			BatchID: b.BatchId, ClaimedAt: c[0].ClaimedAt, At: at, Wamid: wamid}}, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refuse := func(at time.Time, wamid string) {
+		t.Helper()
+		if _, err := record.ApplyStatuses(f.ctx, f.pool, []whatsapp.StatusUpdate{{MessageID: wamid, Status: whatsapp.StatusFailed,
+			Timestamp: at, Errors: []whatsapp.StatusError{{Code: 131049, Title: "healthy ecosystem engagement"}}}}, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(f.now, "wamid.mkt.1")
+	refuse(f.now.Add(time.Second), "wamid.mkt.1")
+	if got := f.states(b.BatchId); got["held"] != 1 {
+		t.Fatalf("after the first 131049: %v, want held", got)
+	}
+	if evs := f.outbox(events.MessageFailed); len(evs) != 0 {
+		t.Fatalf("a held message wrote message.failed: %s", evs)
+	}
+	f.countersMatchRecord()
+	retry := 24 * time.Hour
+	if n, err := record.ReleaseDueHolds(f.ctx, f.pool, f.now.Add(time.Hour), retry); err != nil || n != 0 {
+		t.Fatalf("released before its retry: %d, %v", n, err)
+	}
+	later := f.now.Add(retry + time.Minute)
+	if n, err := record.ReleaseDueHolds(f.ctx, f.pool, later, retry); err != nil || n != 1 {
+		t.Fatalf("release after the retry delay: %d, %v", n, err)
+	}
+	send(later, "wamid.mkt.2")
+	refuse(later.Add(time.Second), "wamid.mkt.2")
+	var state string
+	var code int
+	if err := f.pool.QueryRow(f.ctx, `SELECT state::text, error_code FROM messages WHERE batch_id = $1`, b.BatchId).
+		Scan(&state, &code); err != nil || state != "failed" || code != 131049 {
+		t.Fatalf("after the second 131049: %s %d, %v; want failed 131049", state, code, err)
+	}
+	if evs := f.outbox(events.MessageFailed); len(evs) != 1 {
+		t.Fatalf("message.failed events: %d, want 1", len(evs))
+	}
+	f.countersMatchRecord()
+	checkMoves(t, moves(), "sent -> failed", "failed -> held", "held -> queued")
 }

@@ -35,6 +35,7 @@
 //	sent -> delivered, read, failed; failed -> delivered, read; delivered -> read (ApplyStatuses)
 //	queued, scheduled, deferred -> held, failed (ApplyTemplateChange: a template paused, disabled, rejected)
 //	sending -> held (RecordOutcomes: the template paused, no room under the messaging limit)
+//	failed -> held (ApplyStatuses: a first 131049, the user's marketing limit, held for its one retry)
 //	held -> queued (ApplyTemplateChange, ReleaseDueHolds), failed (ApplyTemplateChange), cancelled (Cancel)
 //
 // sent, delivered, read, failed, skipped_opt_out and cancelled are terminal
@@ -134,7 +135,7 @@ var Moves = map[State][]State{
 	StateSending:   {StateSent, StateFailed, StateQueued, StateCancelled, StateHeld},
 	StateHeld:      {StateQueued, StateFailed, StateCancelled},
 	StateSent:      {StateDelivered, StateRead, StateFailed},
-	StateFailed:    {StateDelivered, StateRead},
+	StateFailed:    {StateDelivered, StateRead, StateHeld},
 	StateDelivered: {StateRead},
 	StateCancelled: {StateSent},
 }

@@ -125,7 +125,7 @@ func TestCountersFollowEveryWriter(t *testing.T) {
 	st := func(id string, s whatsapp.Status) whatsapp.StatusUpdate {
 		u := whatsapp.StatusUpdate{MessageID: id, Status: s, Timestamp: at}
 		if s == whatsapp.StatusFailed {
-			u.Errors = []whatsapp.StatusError{{Code: 131049, Title: "This message was not delivered to maintain healthy ecosystem engagement."}}
+			u.Errors = []whatsapp.StatusError{{Code: 131047, Title: "Re-engagement message"}}
 		}
 		return u
 	}
@@ -220,8 +220,8 @@ func TestCountersFollowEveryWriter(t *testing.T) {
 	if len(rep.Series) != 2 || rep.Series[1].Counts != want || rep.Series[0].Counts != (record.Counts{}) {
 		t.Errorf("series %+v: want the hour before empty and the hour of the sends with everything", rep.Series)
 	}
-	if len(rep.Failures) != 2 || rep.Failures[0].Code != 131026 || rep.Failures[1].Code != 131049 ||
-		!strings.HasPrefix(rep.Failures[1].Title, "This message was not delivered") {
+	if len(rep.Failures) != 2 || rep.Failures[0].Code != 131026 || rep.Failures[1].Code != 131047 ||
+		!strings.HasPrefix(rep.Failures[1].Title, "Re-engagement") {
 		t.Errorf("failures %+v", rep.Failures)
 	}
 	if len(rep.Billing) != 1 || rep.Billing[0] != (record.CategoryCount{Category: "marketing", Count: 5}) {

@@ -187,6 +187,9 @@ func applyStatuses(ctx context.Context, db DB, rows []statusRow, now time.Time, 
 		return ApplyResult{}, fmt.Errorf("apply %d statuses: %w", n, err)
 	}
 	res.Applied = len(changed)
+	if changed, err = holdMarketingLimited(ctx, db, changed, priced, now); err != nil {
+		return ApplyResult{}, err
+	}
 	if err := emitMessages(ctx, db, changed); err != nil {
 		return ApplyResult{}, err
 	}

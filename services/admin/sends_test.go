@@ -611,3 +611,41 @@ func TestConsoleBatchProblemsPages(t *testing.T) {
 		t.Errorf("bad cursor: status %d, want 400", p.Status)
 	}
 }
+
+// TestConsoleBatchSaysWhyMessagesAreHeld: a send whose messages wait for
+// the messaging limit and for a paused template shows each reason in words,
+// with the template's name and when the first may go.
+func TestConsoleBatchSaysWhyMessagesAreHeld(t *testing.T) {
+	e := newEnv(t, nil)
+	admin := e.browser()
+	admin.mustSignIn("ada@acme.example")
+	now := time.Now().UTC().Truncate(time.Second)
+	id := e.seedBatch(e.CompanyID, "campaign", "api:campaigns_send", "processing", now.Add(-time.Minute), 0,
+		concat(repeatMsg(3, fixtureMsg{State: "queued", At: time.Second}), repeatMsg(2, fixtureMsg{State: "sent", At: 2 * time.Second})))
+	var tpl int64
+	if err := e.Pool.QueryRow(context.Background(), `INSERT INTO templates (company_id, name, language, status)
+		VALUES ($1, 'spring_sale', 'en_US', 'PAUSED') RETURNING id`, e.CompanyID).Scan(&tpl); err != nil {
+		t.Fatal(err)
+	}
+	until := now.Add(3 * time.Hour)
+	if _, err := e.Pool.Exec(context.Background(), `UPDATE messages SET state = 'held', held_at = now(),
+			hold_reason = CASE WHEN seq = 0 THEN 'template_paused' ELSE 'messaging_limit' END,
+			template_id = CASE WHEN seq = 0 THEN $2::bigint END, not_before = $3
+		WHERE batch_id = $1 AND state = 'queued'`, id, tpl, until); err != nil {
+		t.Fatal(err)
+	}
+	p := admin.get("/sends/" + id)
+	if p.Status != http.StatusOK {
+		t.Fatalf("status %d", p.Status)
+	}
+	for _, s := range []string{`id="held"`, "Messages held, not failed.", `data-reason="template_paused"`,
+		"approve the template <code>spring_sale</code> again", `data-reason="messaging_limit"`,
+		"room under your business portfolio", until.Format("2 Jan 2006, 15:04 UTC"), `data-state="held"`} {
+		if !strings.Contains(p.Body, s) {
+			t.Errorf("the send's page lacks %q", s)
+		}
+	}
+	if !regexp.MustCompile(`data-reason="messaging_limit"><strong class="count">2</strong>`).MatchString(p.Body) {
+		t.Error("the send's page does not count 2 messages held for the messaging limit")
+	}
+}

@@ -16,7 +16,10 @@ ALTER TABLE messages
     -- what it waited for). Not indexed: the update stays HOT.
     ADD COLUMN hold_reason text CHECK (length(hold_reason) <= 64),
     -- when the message was last held.
-    ADD COLUMN held_at     timestamptz;
+    ADD COLUMN held_at     timestamptz,
+    -- when the provider's 131049 (the user's marketing message limit) held
+    -- it for its one retry; a second 131049 fails it.
+    ADD COLUMN marketing_retry_at timestamptz;
 
 -- Templates as the provider knows them. A template registered by hand (the
 -- catalog's way until now, no provider id) is APPROVED; one created through
@@ -95,4 +98,4 @@ ALTER TABLE templates DROP COLUMN status, DROP COLUMN category, DROP COLUMN qual
     DROP COLUMN paused_until, DROP COLUMN status_changed_at;
 -- An enum value cannot be dropped: held messages go back to queued.
 UPDATE messages SET state = 'queued' WHERE state::text = 'held';
-ALTER TABLE messages DROP COLUMN hold_reason, DROP COLUMN held_at;
+ALTER TABLE messages DROP COLUMN hold_reason, DROP COLUMN held_at, DROP COLUMN marketing_retry_at;

@@ -185,6 +185,12 @@ func (s *Store) Get(ctx context.Context, companyID int64, batchID string) (Batch
 	return b, nil
 }
 
+// Held says why the batch's held messages wait, by reason
+// (record.BatchHeld).
+func (s *Store) Held(ctx context.Context, batchID string) ([]record.HeldCount, error) {
+	return record.BatchHeld(ctx, s.db, batchID)
+}
+
 // Timeline is how many of a batch's messages were in each state at evenly
 // spaced moments from Start to End.
 type Timeline struct {
@@ -196,8 +202,8 @@ type Timeline struct {
 
 // TimelineStates are the states a timeline tells apart: a message is
 // "waiting" from its creation until it is sent, failed, skipped or
-// cancelled (queued, scheduled, deferred and sending have no time of their
-// own).
+// cancelled (queued, scheduled, deferred, held and sending have no time of
+// their own).
 var TimelineStates = []string{"waiting", "sent", "delivered", "read", "failed", "skipped_opt_out", StateCancelled}
 
 // timelineEvents are the state changes of the messages of batch $1: (id,
@@ -213,7 +219,7 @@ const timelineEvents = `
 			CASE WHEN state = 'failed' THEN failed_at END AS failed_at,
 			CASE WHEN state = 'skipped_opt_out' THEN skipped_at END AS skipped_at,
 			CASE WHEN state::text = 'cancelled' THEN cancelled_at END AS cancelled_at,
-			CASE WHEN state IN ('queued', 'scheduled', 'deferred', 'sending') THEN 'waiting' ELSE state::text END AS st
+			CASE WHEN state IN ('queued', 'scheduled', 'deferred', 'held', 'sending') THEN 'waiting' ELSE state::text END AS st
 		FROM messages WHERE batch_id = $1::uuid
 	), ev AS (
 		SELECT c.id, e.st, e.ord,

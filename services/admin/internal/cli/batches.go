@@ -337,6 +337,18 @@ func batchesShowCmd(e *env) *cobra.Command {
 					rows = append(rows, []string{string(s), strconv.Itoa(b.Counts[s])})
 				}
 				table(w, "", []string{"STATE", "MESSAGES"}, rows)
+				if len(b.Held) > 0 {
+					fmt.Fprintln(w)
+					held := make([][]string, 0, len(b.Held))
+					for _, h := range b.Held {
+						until := ""
+						if h.Until != nil {
+							until = fmtTime(*h.Until)
+						}
+						held = append(held, []string{string(h.Reason), strconv.Itoa(h.Messages), h.TemplateName, until})
+					}
+					table(w, "", []string{"HELD FOR", "MESSAGES", "TEMPLATE", "FIRST MAY GO"}, held)
+				}
 			})
 		})
 	return c

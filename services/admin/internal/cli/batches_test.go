@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -268,6 +269,17 @@ func TestBatchesShow(t *testing.T) {
 		s.fails(ExitFailure, "batch "+id+` not found in company "globex"`, "batches", "show", id, "--company", "globex")
 	}
 	s.fails(ExitUsage, "takes one batch id", "batches", "show", "--company", "acme")
+
+	// Held messages say why they wait.
+	until := time.Date(2025, 6, 3, 9, 0, 0, 0, time.UTC)
+	if _, err := s.pool.Exec(context.Background(), `UPDATE messages SET state = 'held', hold_reason = 'messaging_limit', not_before = $2
+		WHERE batch_id = $1 AND state = 'delivered'`, f.completed, until); err != nil {
+		t.Fatal(err)
+	}
+	r = s.ok("batches", "show", f.completed, "--company", "acme")
+	if !regexp.MustCompile(`messaging_limit +1 +2025-06-03 09:00:00Z`).MatchString(r.stdout) {
+		t.Errorf("show lacks the held messages with their reason and when they may go:\n%s", r.stdout)
+	}
 }
 
 func TestBatchesMessages(t *testing.T) {

@@ -24,6 +24,7 @@ var stateStyles = map[string]stateStyle{
 	"queued":          {"Queued", "#98a2b3"},
 	"scheduled":       {"Scheduled", "#b9c0cb"},
 	"deferred":        {"Deferred", "#cfd4dc"},
+	"held":            {"Held", "#fdb022"},
 	"waiting":         {"Waiting", "#98a2b3"},
 	"sending":         {"Sending", "#53b1fd"},
 	"sent":            {"Sent", "#2e90fa"},
@@ -43,7 +44,7 @@ func styleOf(state string) stateStyle {
 }
 
 // barOrder is the order of a progress bar's segments: done first.
-var barOrder = []string{"read", "delivered", "sent", "sending", "queued", "scheduled", "deferred", "failed", "skipped_opt_out", "cancelled"}
+var barOrder = []string{"read", "delivered", "sent", "sending", "queued", "scheduled", "deferred", "held", "failed", "skipped_opt_out", "cancelled"}
 
 // progressBar draws a batch's messages by state as one horizontal bar, with
 // the same counts said in its title for screen readers and tooltips.

@@ -36,6 +36,7 @@ type batchView struct {
 	Bar       template.HTML
 	Chart     template.HTML
 	States    []stateCount
+	Held      []record.HeldCount
 	Problems  []record.Message
 	More      string
 	CanCancel bool
@@ -106,6 +107,12 @@ func (c *Console) batchPage(w http.ResponseWriter, r *http.Request) {
 		if n := b.Counts[st]; n > 0 {
 			s := styleOf(st)
 			v.States = append(v.States, stateCount{State: st, Label: s.Label, Color: s.Color, Count: n})
+		}
+	}
+	if b.Counts[string(record.StateHeld)] > 0 {
+		if v.Held, err = c.Sends.Held(r.Context(), b.ID); err != nil {
+			c.serverError(w, r, err)
+			return
 		}
 	}
 	if problems.NextCursor != nil {
