@@ -34,6 +34,7 @@ func TestBenchDelivery(t *testing.T) {
 	t.Run("Throughput/latency=0", func(t *testing.T) { benchThroughput(t, 0, 50_000) })
 	t.Run("Throughput/latency=100ms", func(t *testing.T) { benchThroughput(t, 100*time.Millisecond, 50_000) })
 	t.Run("AccountRates", benchAccountRates)
+	t.Run("Rules", benchRules)
 }
 
 // benchThroughput publishes n messages for one account whose throughput is
