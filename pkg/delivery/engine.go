@@ -391,8 +391,9 @@ func throttleKey(acct catalog.MessagingAccount) string {
 // queue untouched.
 func (e *engine) dispatch(ctx context.Context, acct catalog.MessagingAccount, msgs []record.Claimed) {
 	left, _ := e.throttle.WaitEach(ctx, throttleKey(acct), acct.ThroughputPerSecond, len(msgs), func(granted int) {
+		paused := e.pausedNow(acct)
 		for _, m := range msgs[:granted] {
-			if e.fresh(m) {
+			if e.fresh(m) && !paused {
 				e.launch(acct, m)
 				continue
 			}

@@ -27,8 +27,8 @@ type Pacer interface {
 	Pair(ctx context.Context, companyID int64, number string, users []string, interval time.Duration) ([]time.Duration, error)
 	Reach(ctx context.Context, companyID int64, portfolio string, users []string, limit int, window time.Duration,
 		now time.Time) ([]time.Time, error)
-	PauseMarketing(ctx context.Context, companyID int64, number string, until time.Time) error
-	MarketingPausedUntil(ctx context.Context, companyID int64, number string) (time.Time, error)
+	PauseMarketing(ctx context.Context, companyID int64, number string, d time.Duration) error
+	MarketingPausedFor(ctx context.Context, companyID int64, number string) (time.Duration, error)
 }
 
 // rulesTimeout bounds one rule's read (PostgreSQL or Redis) before a claim
@@ -269,11 +269,11 @@ func (e *engine) marketingPaused(ctx context.Context, acct catalog.MessagingAcco
 	e.pauseMu.Unlock()
 	now := e.now()
 	if !ok || now.Sub(p.read) >= time.Second {
-		until, err := e.pacer.MarketingPausedUntil(ctx, acct.CompanyID, acct.PhoneNumberID)
+		left, err := e.pacer.MarketingPausedFor(ctx, acct.CompanyID, acct.PhoneNumberID)
 		if err != nil {
 			e.warn("marketing pause unread", zap.Error(err))
 		}
-		p = marketingPause{until: until, read: now}
+		p = marketingPause{until: now.Add(left), read: now}
 		e.pauseMu.Lock()
 		e.pauses[acct.ID] = p
 		e.pauseMu.Unlock()
@@ -283,21 +283,35 @@ func (e *engine) marketingPaused(ctx context.Context, acct catalog.MessagingAcco
 	return paused
 }
 
+// pausedNow reports, from this process's memory only, whether the
+// account's marketing sends are paused: a claim that waited for its
+// throughput after a 131048 came back goes back to the queue unsent.
+func (e *engine) pausedNow(acct catalog.MessagingAccount) bool {
+	if e.pacer == nil || e.lane != record.LaneCampaign {
+		return false
+	}
+	e.pauseMu.Lock()
+	p := e.pauses[acct.ID]
+	e.pauseMu.Unlock()
+	return e.now().Before(p.until)
+}
+
 // marketingPause is a number's pause as last read.
 type marketingPause struct {
 	until, read time.Time
 }
 
-// pauseMarketing pauses the number's marketing sends until until, for
-// every replica, after the provider's 131048.
-func (e *engine) pauseMarketing(acct catalog.MessagingAccount, until time.Time) {
+// pauseMarketing pauses the number's marketing sends for d, for every
+// replica, after the provider's 131048.
+func (e *engine) pauseMarketing(acct catalog.MessagingAccount, d time.Duration) {
 	e.m.spamLimits.WithLabelValues(acct.PhoneNumberID).Inc()
 	if e.pacer == nil {
 		return
 	}
+	until := e.now().Add(d)
 	ctx, cancel := context.WithTimeout(context.Background(), rulesTimeout)
 	defer cancel()
-	if err := e.pacer.PauseMarketing(ctx, acct.CompanyID, acct.PhoneNumberID, until); err != nil {
+	if err := e.pacer.PauseMarketing(ctx, acct.CompanyID, acct.PhoneNumberID, d); err != nil {
 		e.warn("marketing pause not shared", zap.Error(err))
 	}
 	e.pauseMu.Lock()
@@ -386,7 +400,7 @@ func (e *engine) ruleFailure(acct catalog.MessagingAccount, o record.Outcome, m 
 		e.m.messages.WithLabelValues(string(e.lane), string(o.Kind)).Inc()
 		return o, true
 	case pe.Code == codeSpamRateLimit:
-		e.pauseMarketing(acct, o.At.Add(max(pe.RetryAfter, whatsapp.AccountFloor)))
+		e.pauseMarketing(acct, max(pe.RetryAfter, whatsapp.AccountFloor))
 	}
 	return o, false
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
 	"github.com/parleyhq/parley/pkg/record"
@@ -248,5 +250,54 @@ func TestMessagingLimitHoldsNewUsersBeyondTheTier(t *testing.T) {
 	}
 	if st := h.sim.Stats(); st.MessagingLimitRefused != 0 || st.Accepted != 300 {
 		t.Fatalf("provider: %d refused for the messaging limit, %d accepted; want 0 and 300", st.MessagingLimitRefused, st.Accepted)
+	}
+}
+
+// TestSpamRateLimitPausesTheNumbersMarketing: the provider's 131048 on a
+// campaign's first sends retries them no sooner than its floor and pauses
+// the number's campaign (marketing) sends for every replica, counted by
+// metrics an operator alerts on.
+func TestSpamRateLimitPausesTheNumbersMarketing(t *testing.T) {
+	h := newHarness(t)
+	h.clock.Run()
+	h.simTemplate()
+	if err := h.sim.SetFaults(whatsappsim.Faults{SpamLimited: []string{h.acct.PhoneNumberID}}); err != nil {
+		t.Fatal(err)
+	}
+	h.paced = true
+	campaign := h.start(record.LaneCampaign, testConfig())
+	c := h.campaignBatch(phones(600), false, nil)
+	h.publish(c, "")
+	deadline := time.Now().Add(10 * time.Second)
+	for h.sim.Stats().Errors["131048"] == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no send was refused with 131048: %+v, %v", h.sim.Stats(), h.states(c.BatchId))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var left time.Duration
+	var err error
+	for left == 0 && err == nil && time.Now().Before(deadline) {
+		left, err = h.pacer.MarketingPausedFor(h.ctx, h.company.ID, h.acct.PhoneNumberID)
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil || left < 4*time.Minute {
+		t.Fatalf("marketing paused for %v (%v), want about 5 minutes", left, err)
+	}
+	time.Sleep(time.Second) // what the paused number would have sent meanwhile
+	refused := h.sim.Stats().Errors["131048"]
+	if refused > 2*200 || h.sim.Stats().Accepted != 0 {
+		t.Fatalf("%d refused, %d accepted: the campaign kept sending through the pause", refused, h.sim.Stats().Accepted)
+	}
+	for _, m := range h.messages(c.BatchId) {
+		if m.State == record.StateQueued && m.Code != nil && (*m.Code != 131048 || m.NotBefore.Sub(h.clock.Now()) < 4*time.Minute) {
+			t.Fatalf("a refused message is due again at %s with code %d: want no sooner than the 5-minute floor", m.NotBefore, *m.Code)
+		}
+	}
+	if n := testutil.ToFloat64(campaign.m.spamLimits.WithLabelValues(h.acct.PhoneNumberID)); n < 1 {
+		t.Fatalf("parley_delivery_spam_rate_limits_total = %v", n)
+	}
+	if n := testutil.ToFloat64(campaign.m.marketingPaused.WithLabelValues(h.acct.PhoneNumberID)); n != 1 {
+		t.Fatalf("parley_delivery_marketing_paused = %v, want 1", n)
 	}
 }

@@ -134,30 +134,32 @@ func (p *Pacer) Reached(ctx context.Context, companyID int64, portfolio string, 
 	return n, nil
 }
 
-// PauseMarketing stops the number's marketing sends until until (131048,
-// the spam rate limit), for every replica.
-func (p *Pacer) PauseMarketing(ctx context.Context, companyID int64, number string, until time.Time) error {
-	key := p.prefix + CompanyKey(companyID, "marketing-pause:"+number)
-	d := time.Until(until)
+// PauseMarketing stops the number's marketing sends for d (131048, the
+// spam rate limit), for every replica; a longer pause in place stays.
+func (p *Pacer) PauseMarketing(ctx context.Context, companyID int64, number string, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	if err := p.rdb.Set(ctx, key, until.UnixMilli(), d).Err(); err != nil {
+	key := p.prefix + CompanyKey(companyID, "marketing-pause:"+number)
+	if err := p.rdb.SetArgs(ctx, key, "1", redis.SetArgs{TTL: d, Mode: "NX"}).Err(); err != nil && err != redis.Nil {
+		return fmt.Errorf("pause marketing: %w", err)
+	}
+	if err := p.rdb.Do(ctx, "PEXPIRE", key, d.Milliseconds(), "GT").Err(); err != nil {
 		return fmt.Errorf("pause marketing: %w", err)
 	}
 	return nil
 }
 
-// MarketingPausedUntil is the end of the number's marketing pause, zero
-// when none.
-func (p *Pacer) MarketingPausedUntil(ctx context.Context, companyID int64, number string) (time.Time, error) {
+// MarketingPausedFor is how long the number's marketing pause lasts yet,
+// 0 when none.
+func (p *Pacer) MarketingPausedFor(ctx context.Context, companyID int64, number string) (time.Duration, error) {
 	key := p.prefix + CompanyKey(companyID, "marketing-pause:"+number)
-	ms, err := p.rdb.Get(ctx, key).Int64()
-	if err == redis.Nil {
-		return time.Time{}, nil
-	}
+	d, err := p.rdb.PTTL(ctx, key).Result()
 	if err != nil {
-		return time.Time{}, fmt.Errorf("marketing pause: %w", err)
+		return 0, fmt.Errorf("marketing pause: %w", err)
 	}
-	return time.UnixMilli(ms), nil
+	if d < 0 {
+		return 0, nil
+	}
+	return d, nil
 }

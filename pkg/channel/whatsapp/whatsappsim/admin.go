@@ -203,6 +203,8 @@ type faultsView struct {
 	Undeliverable  []string `json:"undeliverable"`
 	// StoppedMarketing numbers are refused with 131050.
 	StoppedMarketing []string `json:"stopped_marketing"`
+	// SpamLimited numbers (phone number ids) answer marketing sends with 131048.
+	SpamLimited []string `json:"spam_limited"`
 }
 
 func viewFaults(f Faults) faultsView {
@@ -218,6 +220,7 @@ func viewFaults(f Faults) faultsView {
 		LatencyMS: f.Latency.Milliseconds(), JitterMS: f.Jitter.Milliseconds(),
 		ErrorRate: f.ErrorRate, TimeoutRate: f.TimeoutRate,
 		PairIntervalMS: f.PairInterval.Milliseconds(), Undeliverable: u, StoppedMarketing: sm,
+		SpamLimited: append([]string{}, f.SpamLimited...),
 	}
 }
 
@@ -229,6 +232,7 @@ type faultsPatch struct {
 	PairIntervalMS   *int64    `json:"pair_interval_ms"`
 	Undeliverable    *[]string `json:"undeliverable"`
 	StoppedMarketing *[]string `json:"stopped_marketing"`
+	SpamLimited      *[]string `json:"spam_limited"`
 }
 
 func (s *Sim) handlePatchFaults(w http.ResponseWriter, r *http.Request) {
@@ -252,6 +256,9 @@ func (s *Sim) handlePatchFaults(w http.ResponseWriter, r *http.Request) {
 	}
 	if p.StoppedMarketing != nil {
 		f.StoppedMarketing = *p.StoppedMarketing
+	}
+	if p.SpamLimited != nil {
+		f.SpamLimited = *p.SpamLimited
 	}
 	if err := s.storeFaults(f); err != nil {
 		writeDetail(w, http.StatusBadRequest, err.Error())

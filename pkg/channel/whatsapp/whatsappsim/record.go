@@ -197,7 +197,7 @@ type counters struct {
 }
 
 // codesAnswered are the error codes the simulator can answer.
-var codesAnswered = []int{100, 190, 130429, 131000, 131008, 131009, 131016, 131047, 131049, 131056, 132000, 132001, 132012, 132015, 132016}
+var codesAnswered = []int{100, 190, 130429, 131000, 131008, 131009, 131016, 131047, 131048, 131049, 131050, 131056, 132000, 132001, 132012, 132015, 132016}
 
 func (c *counters) init() {
 	c.byCode = make(map[int]*atomic.Int64, len(codesAnswered))

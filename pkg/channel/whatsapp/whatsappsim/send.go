@@ -43,6 +43,9 @@ var (
 	errStoppedMarketing = &apiError{status: 400, code: 131050, typ: "OAuthException",
 		message: "(#131050) Unable to deliver the message. This recipient has chosen to stop receiving marketing messages on WhatsApp from your business.",
 		details: "User has stopped marketing messages."}
+	errSpamRate = &apiError{status: 400, code: 131048, typ: "OAuthException",
+		message: "(#131048) Spam rate limit hit",
+		details: "Message failed to send because there are restrictions on how many messages can be sent from this phone number. This may be because too many previous messages were blocked or flagged as spam."}
 	errInternal = &apiError{status: 500, code: 131000, typ: "OAuthException",
 		message: "(#131000) Something went wrong", details: "Something went wrong"}
 	errUnavailable = &apiError{status: 503, code: 131016, typ: "OAuthException",
@@ -210,6 +213,10 @@ func (s *Sim) handleSend(w http.ResponseWriter, r *http.Request) {
 	// 131050 is about marketing: a user who stopped it still gets answers.
 	if !session && f.stoppedMarketing(digits) {
 		s.fail(w, errStoppedMarketing)
+		return
+	}
+	if !session && category == whatsapp.CategoryMarketing && f.spamLimited(pnid) {
+		s.fail(w, errSpamRate)
 		return
 	}
 	rules := s.rules.Load()

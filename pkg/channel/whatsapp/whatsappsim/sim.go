@@ -110,6 +110,10 @@ type Faults struct {
 	// as the API answers for a user who stopped the business's marketing
 	// messages.
 	StoppedMarketing []string
+	// SpamLimited phone number ids (exact) answer their MARKETING template
+	// sends with 131048, as the Cloud API does for a number throttled for
+	// its quality ("Spam rate limit hit"); other sends go.
+	SpamLimited []string
 }
 
 // CallbackSettings say where and when status webhooks go; they can change
@@ -454,6 +458,7 @@ type faultState struct {
 	Faults
 	undeliverableSet numberSet
 	stoppedSet       numberSet
+	spamSet          numberSet
 }
 
 // numberSet is a list of exact numbers and prefixes.
@@ -477,6 +482,8 @@ func (n numberSet) has(digits string) bool {
 func (f *faultState) undeliverable(digits string) bool { return f.undeliverableSet.has(digits) }
 
 func (f *faultState) stoppedMarketing(digits string) bool { return f.stoppedSet.has(digits) }
+
+func (f *faultState) spamLimited(phoneNumberID string) bool { return f.spamSet.has(phoneNumberID) }
 
 // parseNumbers reads entries of digits, each optionally ending in '*' (a
 // prefix); a leading '+' is ignored.
@@ -515,15 +522,17 @@ func (f Faults) state() (*faultState, error) {
 		errs = append(errs, errors.New("error and timeout rates are shares between 0 and 1"))
 	}
 	st := &faultState{}
-	var errs1, errs2 []error
+	var errs1, errs2, errs3 []error
 	st.undeliverableSet, errs1 = parseNumbers("undeliverable", f.Undeliverable)
 	st.stoppedSet, errs2 = parseNumbers("stopped_marketing", f.StoppedMarketing)
-	errs = append(append(errs, errs1...), errs2...)
+	st.spamSet, errs3 = parseNumbers("spam_limited", f.SpamLimited)
+	errs = append(append(append(errs, errs1...), errs2...), errs3...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("whatsappsim: faults: %w", err)
 	}
 	f.Undeliverable = append([]string(nil), f.Undeliverable...)
 	f.StoppedMarketing = append([]string(nil), f.StoppedMarketing...)
+	f.SpamLimited = append([]string(nil), f.SpamLimited...)
 	st.Faults = f
 	return st, nil
 }
