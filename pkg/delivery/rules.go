@@ -88,10 +88,9 @@ func (e *engine) checkTemplates(ctx context.Context, msgs []record.Claimed) []re
 			if s == record.TemplatePending {
 				o.Reason = record.HoldTemplatePending
 			}
-		case s == record.TemplateDisabled:
-			o.Kind, o.Code, o.Title = record.OutcomeFailed, record.CodeTemplateDisabled, "Template is disabled"
-		default:
-			o.Kind, o.Code, o.Title = record.OutcomeFailed, record.CodeTemplateRejected, "Template was rejected"
+		default: // DISABLED, REJECTED
+			o.Kind = record.OutcomeFailed
+			o.Code, o.Title = record.TemplateFailure(ts)
 		}
 		e.m.messages.WithLabelValues(string(e.lane), string(o.Kind)).Inc()
 		e.rec.add(o)

@@ -212,14 +212,7 @@ func applyToMessages(ctx context.Context, tx pgx.Tx, c TemplateChange, now time.
 // failTemplate fails the held and waiting messages of a disabled or
 // rejected template.
 func failTemplate(ctx context.Context, tx pgx.Tx, c TemplateChange, now time.Time, out *TemplateApplied) error {
-	code, title := CodeTemplateDisabled, "Template is disabled"
-	if c.Status == TemplateRejected {
-		code, title = CodeTemplateRejected, "Template was rejected"
-	}
-	title = fmt.Sprintf("%s: %s (%s)", title, out.Name, out.Language)
-	if c.Reason != "" {
-		title += ": " + c.Reason
-	}
+	code, title := TemplateFailure(TemplateStatus{Status: c.Status, Name: out.Name, Language: out.Language, Reason: c.Reason})
 	rows, err := tx.Query(ctx, templateBatchesSQL, c.CompanyID, c.TemplateID)
 	if err != nil {
 		return fmt.Errorf("batches of template %d: %w", c.TemplateID, err)
@@ -253,16 +246,37 @@ func failTemplate(ctx context.Context, tx pgx.Tx, c TemplateChange, now time.Tim
 	return CompleteBatches(ctx, tx, batches, now)
 }
 
-// TemplateStatus is a template's status and when it last changed.
+// TemplateStatus is a template's status, when it last changed, and what
+// a failure for it names.
 type TemplateStatus struct {
 	Status    string
 	ChangedAt time.Time
+	Name      string
+	Language  string
+	// Reason is a rejection's or a disabling's reason.
+	Reason string
+}
+
+// TemplateFailure is the code and title of a message whose template is
+// DISABLED (132016) or REJECTED (900006), naming the template and the
+// reason.
+func TemplateFailure(t TemplateStatus) (code int, title string) {
+	code, title = CodeTemplateDisabled, "Template is disabled"
+	if t.Status == TemplateRejected {
+		code, title = CodeTemplateRejected, "Template was rejected"
+	}
+	title = fmt.Sprintf("%s: %s (%s)", title, t.Name, t.Language)
+	if t.Reason != "" {
+		title += ": " + t.Reason
+	}
+	return code, title
 }
 
 // TemplateStatuses returns the status of each of the templates ids (one
 // primary-key read; a dispatcher asks before it sends a claim).
 func TemplateStatuses(ctx context.Context, db DB, ids []int64) (map[int64]TemplateStatus, error) {
-	rows, err := db.Query(ctx, `SELECT id, status, status_changed_at FROM templates WHERE id = ANY($1::bigint[])`, ids)
+	rows, err := db.Query(ctx, `SELECT id, status, status_changed_at, name, language, COALESCE(status_reason, '')
+		FROM templates WHERE id = ANY($1::bigint[])`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("template statuses: %w", err)
 	}
@@ -270,7 +284,7 @@ func TemplateStatuses(ctx context.Context, db DB, ids []int64) (map[int64]Templa
 	for rows.Next() {
 		var id int64
 		var s TemplateStatus
-		if err := rows.Scan(&id, &s.Status, &s.ChangedAt); err != nil {
+		if err := rows.Scan(&id, &s.Status, &s.ChangedAt, &s.Name, &s.Language, &s.Reason); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("template statuses: %w", err)
 		}
