@@ -176,20 +176,43 @@ func (c *Client) SendSession(ctx context.Context, acct Account, to string, msg S
 }
 
 func (c *Client) post(ctx context.Context, acct Account, body []byte) (string, error) {
+	endpoint := c.base + "/" + c.version + "/" + url.PathEscape(acct.PhoneNumberID) + "/messages"
+	status, raw, err := c.do(ctx, http.MethodPost, endpoint, acct.AccessToken, body)
+	if err != nil {
+		return "", err
+	}
+	var ans sendAnswer
+	if err := json.Unmarshal(raw, &ans); err != nil || len(ans.Messages) == 0 || ans.Messages[0].ID == "" {
+		// The provider may have taken the message; without an id it
+		// cannot be tracked, so the caller retries (see Classify).
+		return "", &Error{HTTPStatus: status, Class: Retryable, Message: "success answer without a message id"}
+	}
+	return ans.Messages[0].ID, nil
+}
+
+// do makes one Graph API call with the Bearer token, within the client's
+// timeout, and returns a 2xx answer's status and body (at most maxAnswer
+// bytes); any other answer, or none, is an *Error with its Class.
+func (c *Client) do(ctx context.Context, method, endpoint, token string, body []byte) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	endpoint := c.base + "/" + c.version + "/" + url.PathEscape(acct.PhoneNumberID) + "/messages"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
-	if err != nil {
-		return "", fmt.Errorf("whatsapp: build request: %w", err)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
 	}
-	req.Header.Set("Authorization", "Bearer "+acct.AccessToken)
-	req.Header.Set("Content-Type", "application/json")
+	req, err := http.NewRequestWithContext(ctx, method, endpoint, rd)
+	if err != nil {
+		return 0, nil, fmt.Errorf("whatsapp: build request: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("Accept", "application/json")
 
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return "", transportError(err, c.timeout)
+		return 0, nil, transportError(err, c.timeout)
 	}
 	defer func() {
 		// Drain what is left so that the connection goes back to the pool.
@@ -198,18 +221,12 @@ func (c *Client) post(ctx context.Context, acct Account, body []byte) (string, e
 	}()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
-		return "", transportError(err, c.timeout)
+		return 0, nil, transportError(err, c.timeout)
 	}
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		var ans sendAnswer
-		if err := json.Unmarshal(raw, &ans); err != nil || len(ans.Messages) == 0 || ans.Messages[0].ID == "" {
-			// The provider may have taken the message; without an id it
-			// cannot be tracked, so the caller retries (see Classify).
-			return "", &Error{HTTPStatus: resp.StatusCode, Class: Retryable, Message: "success answer without a message id"}
-		}
-		return ans.Messages[0].ID, nil
+	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
+		return resp.StatusCode, nil, c.answerError(resp, raw)
 	}
-	return "", c.answerError(resp, raw)
+	return resp.StatusCode, raw, nil
 }
 
 // answerError turns a non-2xx answer into an *Error. Only the provider's

@@ -351,6 +351,8 @@ var ErrNotWhatsAppWebhook = errors.New("whatsapp: not a WhatsApp webhook")
 type rawPayload struct {
 	Object string `json:"object"`
 	Entry  []struct {
+		ID      string          `json:"id"`
+		Time    json.RawMessage `json:"time"`
 		Changes []struct {
 			Field string          `json:"field"`
 			Value json.RawMessage `json:"value"`
@@ -420,6 +422,10 @@ type Webhook struct {
 	// reads without its object. They are skipped; the rest of the delivery
 	// is processed.
 	Malformed int
+	// Account are the changes of the WhatsApp Business Account webhooks
+	// about templates and numbers (AccountChange), in payload order; a
+	// change whose value cannot be read is skipped.
+	Account []AccountChange
 }
 
 // ParseStatusWebhook reads the statuses of a messages webhook, in payload
@@ -447,7 +453,13 @@ func ParseWebhook(body []byte) (Webhook, error) {
 	var w Webhook
 	for _, e := range p.Entry {
 		for _, ch := range e.Changes {
-			if ch.Field != "messages" || len(ch.Value) == 0 {
+			if ch.Field != "messages" {
+				if c, ok := accountChange(e.ID, e.Time, ch.Field, ch.Value); ok {
+					w.Account = append(w.Account, c)
+				}
+				continue
+			}
+			if len(ch.Value) == 0 {
 				continue
 			}
 			var v rawValue

@@ -178,3 +178,38 @@ func TestParseStatusPricing(t *testing.T) {
 		}
 	}
 }
+
+// The account webhooks (templates, numbers) come beside the messages ones:
+// each known field is read with its WABA and time, others are skipped, and
+// the messages in the same delivery are still read.
+func TestParseAccountChanges(t *testing.T) {
+	body := `{"object":"whatsapp_business_account","entry":[
+	 {"id":"7001","time":1750000000,"changes":[
+	  {"field":"message_template_status_update","value":{"event":"PAUSED","message_template_id":42,"message_template_name":"promo","message_template_language":"en_US","reason":"NONE","other_info":{"title":"FIRST_PAUSE","description":"until 2025-06-15T18:00:00Z"}}},
+	  {"field":"message_template_quality_update","value":{"previous_quality_score":"GREEN","new_quality_score":"RED","message_template_id":42,"message_template_name":"promo","message_template_language":"en_US"}},
+	  {"field":"template_category_update","value":{"message_template_id":42,"message_template_name":"promo","message_template_language":"en_US","previous_category":"UTILITY","new_category":"MARKETING"}},
+	  {"field":"phone_number_quality_update","value":{"display_phone_number":"15550100001","event":"FLAGGED","current_limit":"TIER_2K"}},
+	  {"field":"account_update","value":{"event":"VERIFIED_ACCOUNT"}},
+	  {"field":"message_template_quality_update","value":"not an object"}]},
+	 {"id":"","changes":[{"field":"template_category_update","value":{"new_category":"MARKETING"}}]},
+	 {"id":"7001","changes":[{"field":"messages","value":{"metadata":{"phone_number_id":"1"},"statuses":[{"id":"wamid.1","status":"sent","recipient_id":"1555"}]}}]}]}`
+	w, err := whatsapp.ParseWebhook([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Statuses) != 1 || len(w.Account) != 4 {
+		t.Fatalf("statuses %d, account changes %d: %+v", len(w.Statuses), len(w.Account), w.Account)
+	}
+	at := time.Unix(1750000000, 0).UTC()
+	s, q, c, p := w.Account[0], w.Account[1], w.Account[2], w.Account[3]
+	if s.WABAID != "7001" || !s.At.Equal(at) || s.TemplateStatus == nil || s.TemplateStatus.Event != "PAUSED" ||
+		s.TemplateStatus.MessageTemplateID != 42 || s.TemplateStatus.OtherInfo == nil || s.TemplateStatus.OtherInfo.Title != "FIRST_PAUSE" {
+		t.Fatalf("status change %+v", s)
+	}
+	if q.TemplateQuality == nil || q.TemplateQuality.NewQualityScore != "RED" || c.TemplateCategory == nil || c.TemplateCategory.NewCategory != "MARKETING" {
+		t.Fatalf("quality %+v, category %+v", q, c)
+	}
+	if p.PhoneNumberQuality == nil || p.PhoneNumberQuality.Event != "FLAGGED" || p.PhoneNumberQuality.DisplayPhoneNumber != "15550100001" {
+		t.Fatalf("number change %+v", p)
+	}
+}
