@@ -8,6 +8,7 @@
 package catalog
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -70,15 +71,79 @@ type MessagingAccount struct {
 	Timezone            string          `json:"timezone"`
 	Window              *DeliveryWindow `json:"delivery_window,omitempty"`
 	ThroughputPerSecond int             `json:"throughput_per_second"`
-	CreatedAt           time.Time       `json:"created_at"`
+	// WABAID is the number's WhatsApp Business Account ("": the phone
+	// number id stands for it, each number its own account); PortfolioID
+	// its business portfolio ("": the WABA's).
+	WABAID      string `json:"waba_id"`
+	PortfolioID string `json:"portfolio_id"`
+	// QualityRating is UNKNOWN, GREEN, YELLOW or RED, as the provider last
+	// told (phone_number_quality_update), at QualityUpdatedAt.
+	QualityRating    string     `json:"quality_rating"`
+	QualityUpdatedAt *time.Time `json:"quality_updated_at"`
+	CreatedAt        time.Time  `json:"created_at"`
 }
 
-// Template is a provider template and how its parameters are filled.
+// WABA is the WhatsApp Business Account the number is in: its WABAID, else
+// its phone number id (provider-sim's and Parley's default).
+func (a MessagingAccount) WABA() string {
+	if a.WABAID != "" {
+		return a.WABAID
+	}
+	return a.PhoneNumberID
+}
+
+// Portfolio is the business portfolio whose messaging limit the number
+// shares: its PortfolioID, else its WABA.
+func (a MessagingAccount) Portfolio() string {
+	if a.PortfolioID != "" {
+		return a.PortfolioID
+	}
+	return a.WABA()
+}
+
+// Template is a provider template and how its parameters are filled,
+// with its lifecycle at the provider.
 type Template struct {
 	ID        int64     `json:"id"`
 	CompanyID int64     `json:"company_id"`
 	CreatedAt time.Time `json:"created_at"`
 	whatsapp.Template
+	TemplateState
+}
+
+// TemplateState is a template as the provider knows it (migration 00016).
+type TemplateState struct {
+	// Status is PENDING, APPROVED, REJECTED, PAUSED or DISABLED; a template
+	// registered by hand is APPROVED.
+	Status string `json:"status"`
+	// Category is MARKETING, UTILITY or AUTHENTICATION.
+	Category string `json:"category"`
+	// Quality is UNKNOWN, GREEN, YELLOW or RED.
+	Quality string `json:"quality"`
+	// StatusReason is a rejection's reason or a pause's explanation.
+	StatusReason string `json:"status_reason"`
+	// ProviderTemplateID is the provider's id ("" until known).
+	ProviderTemplateID string `json:"provider_template_id"`
+	// MessagingAccountID is the number whose WABA it was submitted to (nil:
+	// registered by hand).
+	MessagingAccountID *int64 `json:"messaging_account_id"`
+	// Definition is what was submitted (a TemplateDefinition), nil for a
+	// template registered by hand.
+	Definition      json.RawMessage `json:"definition,omitempty"`
+	PauseCount      int             `json:"pause_count"`
+	PausedUntil     *time.Time      `json:"paused_until"`
+	StatusChangedAt time.Time       `json:"status_changed_at"`
+}
+
+// TemplateEvent is one change of a template's status (its history, pauses
+// included), oldest first.
+type TemplateEvent struct {
+	Status         string    `json:"status"`
+	PreviousStatus string    `json:"previous_status"`
+	Reason         string    `json:"reason"`
+	// Source is webhook, sync, send, submit or operator.
+	Source string    `json:"source"`
+	At     time.Time `json:"at"`
 }
 
 // Campaign sends a template through a messaging account.

@@ -115,16 +115,19 @@ type NewMessagingAccount struct {
 	Window   *DeliveryWindow
 	// ThroughputPerSecond zero means the provider default (80).
 	ThroughputPerSecond int
+	// WABAID and PortfolioID are optional (digits): see MessagingAccount.
+	WABAID, PortfolioID string
 }
 
 const accountColumns = `id, company_id, name, phone_number_id, connected, timezone,
-	delivery_window_start, delivery_window_end, throughput_per_second, created_at`
+	delivery_window_start, delivery_window_end, throughput_per_second, COALESCE(waba_id, ''), COALESCE(portfolio_id, ''),
+	quality_rating, quality_updated_at, created_at`
 
 func scanAccount(row pgx.Row) (MessagingAccount, error) {
 	var a MessagingAccount
 	var start, end pgtype.Time
 	err := row.Scan(&a.ID, &a.CompanyID, &a.Name, &a.PhoneNumberID, &a.Connected, &a.Timezone,
-		&start, &end, &a.ThroughputPerSecond, &a.CreatedAt)
+		&start, &end, &a.ThroughputPerSecond, &a.WABAID, &a.PortfolioID, &a.QualityRating, &a.QualityUpdatedAt, &a.CreatedAt)
 	if start.Valid && end.Valid {
 		a.Window = &DeliveryWindow{
 			Start: time.Duration(start.Microseconds) * time.Microsecond,
@@ -163,9 +166,9 @@ func (s *Store) CreateMessagingAccount(ctx context.Context, n NewMessagingAccoun
 	start, end := windowParams(n.Window)
 	a, err := scanAccount(s.pool.QueryRow(ctx, `
 		INSERT INTO messaging_accounts (company_id, name, phone_number_id, access_token_encrypted, connected,
-			timezone, delivery_window_start, delivery_window_end, throughput_per_second)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING `+accountColumns,
-		n.CompanyID, n.Name, n.PhoneNumberID, sealed, n.Connected, n.Timezone, start, end, n.ThroughputPerSecond))
+			timezone, delivery_window_start, delivery_window_end, throughput_per_second, waba_id, portfolio_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''), NULLIF($11, '')) RETURNING `+accountColumns,
+		n.CompanyID, n.Name, n.PhoneNumberID, sealed, n.Connected, n.Timezone, start, end, n.ThroughputPerSecond, n.WABAID, n.PortfolioID))
 	if err != nil {
 		return MessagingAccount{}, dbError("create messaging account "+n.PhoneNumberID, err)
 	}
@@ -180,6 +183,9 @@ type AccountUpdate struct {
 	Window              *DeliveryWindow
 	ClearWindow         bool
 	ThroughputPerSecond *int
+	// WABAID and PortfolioID set the account's WABA and portfolio; an
+	// empty string clears one.
+	WABAID, PortfolioID *string
 }
 
 // UpdateMessagingAccount changes an account's connection, hours or throughput.
@@ -196,9 +202,11 @@ func (s *Store) UpdateMessagingAccount(ctx context.Context, id int64, u AccountU
 			timezone = COALESCE($3, timezone),
 			delivery_window_start = CASE WHEN $6 THEN NULL WHEN $4::time IS NOT NULL THEN $4 ELSE delivery_window_start END,
 			delivery_window_end = CASE WHEN $6 THEN NULL WHEN $5::time IS NOT NULL THEN $5 ELSE delivery_window_end END,
-			throughput_per_second = COALESCE($7, throughput_per_second)
+			throughput_per_second = COALESCE($7, throughput_per_second),
+			waba_id = CASE WHEN $8::text IS NULL THEN waba_id ELSE NULLIF($8, '') END,
+			portfolio_id = CASE WHEN $9::text IS NULL THEN portfolio_id ELSE NULLIF($9, '') END
 		WHERE id = $1 RETURNING `+accountColumns,
-		id, u.Connected, u.Timezone, start, end, u.ClearWindow, u.ThroughputPerSecond))
+		id, u.Connected, u.Timezone, start, end, u.ClearWindow, u.ThroughputPerSecond, u.WABAID, u.PortfolioID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return MessagingAccount{}, fmt.Errorf("messaging account %d: %w", id, ErrNotFound)
 	}
@@ -250,10 +258,25 @@ func (s *Store) AccessToken(ctx context.Context, accountID int64) (string, error
 type NewTemplate struct {
 	CompanyID int64
 	whatsapp.Template
+	// Category is MARKETING (when empty), UTILITY or AUTHENTICATION.
+	Category string
+	// Submission is set for a template created through Parley: it is
+	// stored PENDING, with the submitted definition and the account whose
+	// WABA it goes to. Without it the template is registered by hand, one
+	// the provider already approved (APPROVED).
+	Submission *Submission
+}
+
+// Submission is a template's submission to the provider.
+type Submission struct {
+	MessagingAccountID int64
+	Definition         json.RawMessage
 }
 
 const templateColumns = `id, company_id, name, language, header_kind, COALESCE(header_text, ''), COALESCE(header_media_url, ''),
-	body_parameters, url_button_1_base, url_button_1_default_suffix, url_button_2_base, url_button_2_default_suffix, created_at`
+	body_parameters, url_button_1_base, url_button_1_default_suffix, url_button_2_base, url_button_2_default_suffix, created_at,
+	status, category, quality, COALESCE(status_reason, ''), COALESCE(provider_template_id, ''), messaging_account_id, definition,
+	pause_count, paused_until, status_changed_at`
 
 func scanTemplate(row pgx.Row) (Template, error) {
 	var t Template
@@ -261,7 +284,9 @@ func scanTemplate(row pgx.Row) (Template, error) {
 	var params []byte
 	var b1, s1, b2, s2 *string
 	err := row.Scan(&t.ID, &t.CompanyID, &t.Name, &t.Language, &kind, &t.HeaderText, &t.HeaderMediaURL,
-		&params, &b1, &s1, &b2, &s2, &t.CreatedAt)
+		&params, &b1, &s1, &b2, &s2, &t.CreatedAt,
+		&t.Status, &t.Category, &t.Quality, &t.StatusReason, &t.ProviderTemplateID, &t.MessagingAccountID, &t.Definition,
+		&t.PauseCount, &t.PausedUntil, &t.StatusChangedAt)
 	if err != nil {
 		return Template{}, err
 	}
@@ -310,13 +335,31 @@ func (s *Store) CreateTemplate(ctx context.Context, n NewTemplate) (Template, er
 	}
 	var b [2]whatsapp.URLButton
 	copy(b[:], n.URLButtons)
+	if n.Category == "" {
+		n.Category = whatsapp.CategoryMarketing
+	}
+	status, sub := whatsapp.TemplateApproved, Submission{}
+	if n.Submission != nil {
+		status, sub = whatsapp.TemplatePending, *n.Submission
+	}
 	t, err := scanTemplate(s.pool.QueryRow(ctx, `
-		INSERT INTO templates (company_id, name, language, header_kind, header_text, header_media_url, body_parameters,
-			url_button_1_base, url_button_1_default_suffix, url_button_2_base, url_button_2_default_suffix)
-		VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, ''), $7, NULLIF($8, ''), NULLIF($9, ''), NULLIF($10, ''), NULLIF($11, ''))
-		RETURNING `+templateColumns,
+		WITH t AS (
+			INSERT INTO templates (company_id, name, language, header_kind, header_text, header_media_url, body_parameters,
+				url_button_1_base, url_button_1_default_suffix, url_button_2_base, url_button_2_default_suffix,
+				category, status, messaging_account_id, definition)
+			SELECT $1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, ''), $7, NULLIF($8, ''), NULLIF($9, ''), NULLIF($10, ''), NULLIF($11, ''),
+				$12, $13, NULLIF($14, 0), $15
+			WHERE $14 = 0 OR EXISTS (SELECT 1 FROM messaging_accounts WHERE id = $14 AND company_id = $1)
+			RETURNING *),
+		h AS (
+			INSERT INTO template_status_events (template_id, company_id, status, previous_status, source)
+			SELECT id, company_id, status, '', 'submit' FROM t WHERE status = 'PENDING')
+		SELECT `+templateColumns+` FROM t`,
 		n.CompanyID, n.Name, n.Language, string(n.HeaderKind), n.HeaderText, n.HeaderMediaURL, pj,
-		b[0].Base, b[0].DefaultSuffix, b[1].Base, b[1].DefaultSuffix))
+		b[0].Base, b[0].DefaultSuffix, b[1].Base, b[1].DefaultSuffix, n.Category, status, sub.MessagingAccountID, []byte(sub.Definition)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Template{}, fmt.Errorf("create template %s: messaging account %d of company %d: %w", n.Name, sub.MessagingAccountID, n.CompanyID, ErrNotFound)
+	}
 	if err != nil {
 		return Template{}, dbError("create template "+n.Name, err)
 	}
