@@ -138,9 +138,9 @@ type TemplateState struct {
 // TemplateEvent is one change of a template's status (its history, pauses
 // included), oldest first.
 type TemplateEvent struct {
-	Status         string    `json:"status"`
-	PreviousStatus string    `json:"previous_status"`
-	Reason         string    `json:"reason"`
+	Status         string `json:"status"`
+	PreviousStatus string `json:"previous_status"`
+	Reason         string `json:"reason"`
 	// Source is webhook, sync, send, submit or operator.
 	Source string    `json:"source"`
 	At     time.Time `json:"at"`
