@@ -83,15 +83,23 @@ func TestSubmitRefusals(t *testing.T) {
 		{"Parley has it already", func(n *waba.NewTemplate) { n.Definition = orderUpdate("kept") },
 			func(err error) bool { return errors.Is(err, catalog.ErrConflict) }},
 		{"a body binding missing", func(n *waba.NewTemplate) { n.BodyParameters = n.BodyParameters[:1] },
-			func(err error) bool { return errors.Is(err, waba.ErrInvalid) && strings.Contains(err.Error(), "2 variables and 1 bindings") }},
+			func(err error) bool {
+				return errors.Is(err, waba.ErrInvalid) && strings.Contains(err.Error(), "2 variables and 1 bindings")
+			}},
 		{"no header value", func(n *waba.NewTemplate) { n.HeaderText = "" },
-			func(err error) bool { return errors.Is(err, waba.ErrInvalid) && strings.Contains(err.Error(), "header_text") }},
+			func(err error) bool {
+				return errors.Is(err, waba.ErrInvalid) && strings.Contains(err.Error(), "header_text")
+			}},
 		{"a suffix too many", func(n *waba.NewTemplate) { n.URLSuffixes = []string{"a", "b"} },
 			func(err error) bool { return errors.Is(err, waba.ErrInvalid) }},
 		{"authentication", func(n *waba.NewTemplate) { n.Definition = auth },
-			func(err error) bool { return errors.Is(err, waba.ErrInvalid) && strings.Contains(err.Error(), "one-time codes") }},
+			func(err error) bool {
+				return errors.Is(err, waba.ErrInvalid) && strings.Contains(err.Error(), "one-time codes")
+			}},
 		{"named parameters", func(n *waba.NewTemplate) { n.Definition = named },
-			func(err error) bool { return errors.Is(err, waba.ErrInvalid) && strings.Contains(err.Error(), "POSITIONAL") }},
+			func(err error) bool {
+				return errors.Is(err, waba.ErrInvalid) && strings.Contains(err.Error(), "POSITIONAL")
+			}},
 		{"another company's number", func(n *waba.NewTemplate) { n.CompanyID, n.Definition = other.ID, orderUpdate("theirs") },
 			func(err error) bool { return errors.Is(err, waba.ErrAccountNotFound) }},
 	}
@@ -137,7 +145,9 @@ func TestWebhooksKeepTemplatesInStep(t *testing.T) {
 				return t.Status == "PAUSED" && t.StatusReason == "FIRST_PAUSE" && t.PauseCount == 1 && t.PausedUntil != nil
 			}},
 		{"unpaused", func() (whatsappsim.TemplateState, error) { return f.sim.UnpauseTemplate(id) },
-			func(t catalog.Template) bool { return t.Status == "APPROVED" && t.StatusReason == "UNPAUSE" && t.PausedUntil == nil }},
+			func(t catalog.Template) bool {
+				return t.Status == "APPROVED" && t.StatusReason == "UNPAUSE" && t.PausedUntil == nil
+			}},
 		{"re-categorised", func() (whatsappsim.TemplateState, error) { return f.sim.SetTemplateCategory(id, "MARKETING") },
 			func(t catalog.Template) bool { return t.Category == "MARKETING" }},
 		{"rated red, which pauses it again", func() (whatsappsim.TemplateState, error) { return f.sim.SetTemplateQuality(id, "RED") },
