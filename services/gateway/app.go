@@ -24,6 +24,7 @@ import (
 	"github.com/parleyhq/parley/pkg/segments"
 	"github.com/parleyhq/parley/pkg/store"
 	"github.com/parleyhq/parley/pkg/ttlcache"
+	"github.com/parleyhq/parley/pkg/waba"
 	"github.com/parleyhq/parley/services/gateway/internal/accept"
 	"github.com/parleyhq/parley/services/gateway/internal/apidoc"
 	"github.com/parleyhq/parley/services/gateway/internal/auth"
@@ -107,7 +108,8 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	}
 	idem := idempotency.New(rdb, cfg.Redis.KeyPrefix, cfg.IdempotencyRetention, time.Minute)
 
-	records := sendRecords{pool: pool, pending: accept.NewPending(pub.JetStream(), cfg.NATS), now: now}
+	records := sendRecords{pool: pool, pending: accept.NewPending(pub.JetStream(), cfg.NATS), now: now,
+		catalog: catalog.NewStore(pool, nil), log: log}
 	segs := segments.NewStore(pool, now)
 	if whatsapp.IsDevAppSecret(cfg.WebhookAppSecret) {
 		log.Warn("PARLEY_WEBHOOK_APP_SECRET is the local development secret: set the Meta app secret in production")
@@ -162,6 +164,8 @@ type sendRecords struct {
 	pool    *pgxpool.Pool
 	pending *accept.Pending
 	now     func() time.Time
+	catalog *catalog.Store
+	log     *zap.Logger
 }
 
 // Batch finds a batch in the record or, not recorded yet, in the stream.
@@ -214,6 +218,13 @@ func (d sendRecords) ApplyStatuses(ctx context.Context, updates []whatsapp.Statu
 func (d sendRecords) ReceiveMessages(ctx context.Context, msgs []whatsapp.InboundMessage) (int, error) {
 	res, err := record.Receive(ctx, d.pool, msgs, d.now())
 	return res.Ignored, err
+}
+
+// ApplyAccountChanges applies the WABA webhooks' changes about templates
+// and numbers (waba.ApplyChanges: no provider call, no token).
+func (d sendRecords) ApplyAccountChanges(ctx context.Context, changes []whatsapp.AccountChange) (int, error) {
+	out, err := waba.ApplyChanges(ctx, waba.Deps{Pool: d.pool, Catalog: d.catalog, Log: d.log}, changes)
+	return out.Ignored, err
 }
 
 func (d sendRecords) Contact(ctx context.Context, companyID int64, phone string) (record.ContactView, error) {

@@ -23,6 +23,11 @@ type StatusSink interface {
 	// message.received event appended. ignored counts the messages to a
 	// number no company has.
 	ReceiveMessages(ctx context.Context, msgs []whatsapp.InboundMessage) (ignored int, err error)
+	// ApplyAccountChanges applies the WhatsApp Business Account changes
+	// about templates and numbers (waba.ApplyChanges): template status,
+	// quality and category, numbers' quality and portfolio tier. ignored
+	// counts those about a template or number no company has.
+	ApplyAccountChanges(ctx context.Context, changes []whatsapp.AccountChange) (ignored int, err error)
 }
 
 // WebhookConfig holds the secrets of the provider's webhooks.
@@ -47,12 +52,14 @@ func (h *handlers) webhookVerify(c *gin.Context) {
 	_, _ = c.Writer.WriteString(challenge)
 }
 
-// webhookStatuses receives status callbacks and inbound messages. A bad
-// signature is 401; a body that is not a WhatsApp webhook is acknowledged
-// and ignored (the provider would retry an error for days), and so is an
-// element that cannot be read, without holding back the others; a failure
-// to record is 503 so that the provider retries (statuses and messages are
-// both recorded idempotently).
+// webhookStatuses receives status callbacks, inbound messages and the
+// account changes about templates and numbers. A bad signature is 401; a
+// body that is not a WhatsApp webhook is acknowledged and ignored (the
+// provider would retry an error for days), and so is an element that
+// cannot be read, or that names a template or number no company has,
+// without holding back the others; a failure to record is 503 so that the
+// provider retries (statuses, messages and account changes are all
+// recorded idempotently).
 func (h *handlers) webhookStatuses(c *gin.Context) {
 	body, ok := readBody(c, h.cfg.MaxBodyBytes)
 	if !ok {
@@ -79,7 +86,7 @@ func (h *handlers) webhookStatuses(c *gin.Context) {
 			return
 		}
 	}
-	ignored := w.Malformed
+	received := 0
 	if len(w.Messages) > 0 {
 		n, err := h.statuses.ReceiveMessages(c.Request.Context(), w.Messages)
 		if err != nil {
@@ -87,11 +94,31 @@ func (h *handlers) webhookStatuses(c *gin.Context) {
 			abortUnavailable(c)
 			return
 		}
-		ignored += n
+		received = len(w.Messages) - n
 	}
 	if w.Malformed > 0 {
 		h.log.Warn("webhook: inbound messages that cannot be read were ignored", zap.Int("malformed", w.Malformed))
 	}
-	writeJSON(c, http.StatusOK, fmt.Appendf(nil, `{"status":"ok","statuses":%d,"messages":%d,"ignored":%d}`,
-		len(updates), len(w.Messages)-(ignored-w.Malformed), ignored))
+	changes, ok := h.accountChanges(c, w.Account)
+	if !ok {
+		return
+	}
+	ignored := w.Malformed + len(w.Messages) - received + len(w.Account) - changes
+	writeJSON(c, http.StatusOK, fmt.Appendf(nil, `{"status":"ok","statuses":%d,"messages":%d,"account_changes":%d,"ignored":%d}`,
+		len(updates), received, changes, ignored))
+}
+
+// accountChanges records a webhook's account changes and returns how many
+// were about a template or number Parley has; a failure answers 503.
+func (h *handlers) accountChanges(c *gin.Context, changes []whatsapp.AccountChange) (int, bool) {
+	if len(changes) == 0 {
+		return 0, true
+	}
+	n, err := h.statuses.ApplyAccountChanges(c.Request.Context(), changes)
+	if err != nil {
+		h.log.Error("record account changes", zap.Int("changes", len(changes)), zap.Error(err))
+		abortUnavailable(c)
+		return 0, false
+	}
+	return len(changes) - n, true
 }
