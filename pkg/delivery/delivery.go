@@ -39,6 +39,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 )
 
 // Clock is where every query takes "now" from, never SQL now(), so that
@@ -166,29 +168,6 @@ func (c Config) Validate(providerTimeout time.Duration) error {
 }
 
 // ProviderConfig is how the dispatchers reach the WhatsApp Cloud API (or
-// provider-sim on loopback: `make run` points PARLEY_WHATSAPP_BASE_URL at it).
-type ProviderConfig struct {
-	BaseURL    string        `env:"PARLEY_WHATSAPP_BASE_URL" envDefault:"https://graph.facebook.com"`
-	APIVersion string        `env:"PARLEY_WHATSAPP_API_VERSION" envDefault:"v21.0"`
-	Timeout    time.Duration `env:"PARLEY_WHATSAPP_TIMEOUT" envDefault:"10s"`
-	// MaxConns bounds the connections to the provider host.
-	MaxConns int `env:"PARLEY_WHATSAPP_MAX_CONNS" envDefault:"1024"`
-}
-
-// Validate reports every problem at once.
-func (c ProviderConfig) Validate() error {
-	var errs []error
-	if c.BaseURL == "" {
-		errs = append(errs, errors.New("PARLEY_WHATSAPP_BASE_URL is empty"))
-	}
-	if c.APIVersion == "" {
-		errs = append(errs, errors.New("PARLEY_WHATSAPP_API_VERSION is empty"))
-	}
-	if c.Timeout <= 0 {
-		errs = append(errs, errors.New("PARLEY_WHATSAPP_TIMEOUT must be positive"))
-	}
-	if c.MaxConns < 1 {
-		errs = append(errs, errors.New("PARLEY_WHATSAPP_MAX_CONNS must be at least 1"))
-	}
-	return errors.Join(errs...)
-}
+// provider-sim on loopback): the admin service and parleyctl read the same
+// variables to manage templates, hence its home in pkg/channel/whatsapp.
+type ProviderConfig = whatsapp.ProviderConfig

@@ -37,8 +37,19 @@ var (
 	placeholderRE = regexp.MustCompile(`\{\{\s*([A-Za-z0-9_]+)\s*\}\}`)
 )
 
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+// InvalidError is a template Parley refuses before asking the provider:
+// Field names what to change (name, language, category, parameter_format,
+// components, header_text, header_media_url, body_parameters,
+// url_buttons). It is ErrInvalid.
+type InvalidError struct {
+	Field, Msg string
+}
+
+func (e *InvalidError) Error() string        { return "invalid template: " + e.Field + ": " + e.Msg }
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+func invalid(field, format string, args ...any) error {
+	return &InvalidError{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
 // Bindings checks a template to create and derives what Parley stores to
@@ -66,7 +77,7 @@ func Bindings(n NewTemplate) (whatsapp.Template, error) {
 			err = urlButtons(&t, c, n.URLSuffixes)
 		case "FOOTER":
 		default:
-			err = invalid("components[%d]: type is HEADER, BODY, FOOTER or BUTTONS", i)
+			err = invalid("components", "components[%d]: type is HEADER, BODY, FOOTER or BUTTONS", i)
 		}
 		if err != nil {
 			return whatsapp.Template{}, err
@@ -74,11 +85,11 @@ func Bindings(n NewTemplate) (whatsapp.Template, error) {
 	}
 	switch {
 	case body != 1:
-		return whatsapp.Template{}, invalid("components: a template has one BODY")
+		return whatsapp.Template{}, invalid("components", "a template has one BODY")
 	case t.HeaderKind == whatsapp.HeaderNone && (n.HeaderText != "" || n.HeaderMediaURL != ""):
-		return whatsapp.Template{}, invalid("header_text and header_media_url need a header with a variable or media")
+		return whatsapp.Template{}, invalid("header_text", "header_text and header_media_url need a header with a variable or media")
 	case len(n.URLSuffixes) > len(t.URLButtons):
-		return whatsapp.Template{}, invalid("url_buttons: %d default suffixes for %d dynamic URL buttons", len(n.URLSuffixes), len(t.URLButtons))
+		return whatsapp.Template{}, invalid("url_buttons", "%d default suffixes for %d dynamic URL buttons", len(n.URLSuffixes), len(t.URLButtons))
 	}
 	return t, nil
 }
@@ -86,17 +97,17 @@ func Bindings(n NewTemplate) (whatsapp.Template, error) {
 func checkDefinition(d whatsapp.TemplateDefinition) error {
 	switch {
 	case !nameRE.MatchString(d.Name):
-		return invalid("name %q: lowercase letters, digits and underscores", d.Name)
+		return invalid("name", "%q: lowercase letters, digits and underscores", d.Name)
 	case !languageRE.MatchString(d.Language):
-		return invalid("language %q: a language code such as en or en_US", d.Language)
+		return invalid("language", "%q: a language code such as en or en_US", d.Language)
 	case d.Category == whatsapp.CategoryAuthentication:
-		return invalid("category AUTHENTICATION: Parley does not send one-time codes; create it at the provider")
+		return invalid("category", "AUTHENTICATION: Parley does not send one-time codes; create it at the provider")
 	case d.Category != whatsapp.CategoryMarketing && d.Category != whatsapp.CategoryUtility:
-		return invalid("category %q: MARKETING or UTILITY", d.Category)
+		return invalid("category", "%q: MARKETING or UTILITY", d.Category)
 	case d.ParameterFormat != "" && d.ParameterFormat != "POSITIONAL":
-		return invalid("parameter_format %q: Parley sends POSITIONAL parameters ({{1}}, {{2}}, ...)", d.ParameterFormat)
+		return invalid("parameter_format", "%q: Parley sends POSITIONAL parameters ({{1}}, {{2}}, ...)", d.ParameterFormat)
 	case len(d.Components) == 0:
-		return invalid("components: a template has at least a BODY")
+		return invalid("components", "a template has at least a BODY")
 	}
 	return nil
 }
@@ -113,7 +124,7 @@ func positional(where, text string) (int, error) {
 		seen[m[1]] = true
 		n++
 		if m[1] != strconv.Itoa(n) {
-			return 0, invalid("%s: variables are {{1}}, {{2}}, ... in order, not {{%s}}", where, m[1])
+			return 0, invalid("components", "%s: variables are {{1}}, {{2}}, ... in order, not {{%s}}", where, m[1])
 		}
 	}
 	return n, nil
@@ -127,24 +138,24 @@ func header(t *whatsapp.Template, c whatsapp.TemplateComponent, n NewTemplate) e
 		case err != nil:
 			return err
 		case vars > 1:
-			return invalid("header: a TEXT header has at most one variable")
+			return invalid("components", "header: a TEXT header has at most one variable")
 		case vars == 1 && n.HeaderText == "":
-			return invalid("header_text: the value of the header's {{1}} is required")
+			return invalid("header_text", "the value of the header's {{1}} is required")
 		case vars == 0 && n.HeaderText != "":
-			return invalid("header_text: the header has no variable")
+			return invalid("header_text", "the header has no variable")
 		case vars == 1:
 			t.HeaderKind, t.HeaderText = whatsapp.HeaderText, n.HeaderText
 		}
 		if n.HeaderMediaURL != "" {
-			return invalid("header_media_url: the header is TEXT")
+			return invalid("header_media_url", "the header is TEXT")
 		}
 	case "IMAGE", "VIDEO":
 		if n.HeaderText != "" {
-			return invalid("header_text: the header is %s", strings.ToUpper(c.Format))
+			return invalid("header_text", "the header is %s", strings.ToUpper(c.Format))
 		}
 		t.HeaderKind, t.HeaderMediaURL = whatsapp.HeaderKind(strings.ToLower(c.Format)), n.HeaderMediaURL
 	default:
-		return invalid("header format %q: Parley sends TEXT, IMAGE and VIDEO headers", c.Format)
+		return invalid("components", "header format %q: Parley sends TEXT, IMAGE and VIDEO headers", c.Format)
 	}
 	return nil
 }
@@ -155,7 +166,7 @@ func bodyBindings(c whatsapp.TemplateComponent, bs []whatsapp.Binding) error {
 		return err
 	}
 	if vars != len(bs) {
-		return invalid("body_parameters: the body has %d variables and %d bindings", vars, len(bs))
+		return invalid("body_parameters", "the body has %d variables and %d bindings", vars, len(bs))
 	}
 	return nil
 }
@@ -167,10 +178,10 @@ func urlButtons(t *whatsapp.Template, c whatsapp.TemplateComponent, suffixes []s
 		}
 		base, ok := strings.CutSuffix(b.URL, "{{1}}")
 		if !ok || strings.Contains(base, "{{") {
-			return invalid("buttons: a dynamic URL ends in {{1}} (%q)", b.URL)
+			return invalid("components", "buttons: a dynamic URL ends in {{1}} (%q)", b.URL)
 		}
 		if len(t.URLButtons) == 2 {
-			return invalid("buttons: at most two dynamic URL buttons")
+			return invalid("components", "buttons: at most two dynamic URL buttons")
 		}
 		btn := whatsapp.URLButton{Base: base}
 		if i := len(t.URLButtons); i < len(suffixes) {

@@ -45,6 +45,41 @@ type Config struct {
 	HTTPClient *http.Client
 }
 
+// ProviderConfig is how a process reaches the WhatsApp Cloud API (or
+// provider-sim on loopback: `make run` points PARLEY_WHATSAPP_BASE_URL at
+// it), read from the environment: the dispatchers send through it, the
+// admin service and parleyctl manage templates through it.
+type ProviderConfig struct {
+	BaseURL    string        `env:"PARLEY_WHATSAPP_BASE_URL" envDefault:"https://graph.facebook.com"`
+	APIVersion string        `env:"PARLEY_WHATSAPP_API_VERSION" envDefault:"v21.0"`
+	Timeout    time.Duration `env:"PARLEY_WHATSAPP_TIMEOUT" envDefault:"10s"`
+	// MaxConns bounds the connections to the provider host.
+	MaxConns int `env:"PARLEY_WHATSAPP_MAX_CONNS" envDefault:"1024"`
+}
+
+// Validate reports every problem at once.
+func (c ProviderConfig) Validate() error {
+	var errs []error
+	if c.BaseURL == "" {
+		errs = append(errs, errors.New("PARLEY_WHATSAPP_BASE_URL is empty"))
+	}
+	if c.APIVersion == "" {
+		errs = append(errs, errors.New("PARLEY_WHATSAPP_API_VERSION is empty"))
+	}
+	if c.Timeout <= 0 {
+		errs = append(errs, errors.New("PARLEY_WHATSAPP_TIMEOUT must be positive"))
+	}
+	if c.MaxConns < 1 {
+		errs = append(errs, errors.New("PARLEY_WHATSAPP_MAX_CONNS must be at least 1"))
+	}
+	return errors.Join(errs...)
+}
+
+// NewClient returns the client of this configuration.
+func (c ProviderConfig) NewClient() (*Client, error) {
+	return NewClient(Config{BaseURL: c.BaseURL, APIVersion: c.APIVersion, Timeout: c.Timeout, MaxConnsPerHost: c.MaxConns})
+}
+
 // Client sends template and session messages through the Cloud API. It is
 // safe for concurrent use; make one per process and share it.
 type Client struct {
