@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -11,10 +12,12 @@ import (
 
 	"github.com/parleyhq/parley/pkg/apikey"
 	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/contacts"
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/pkg/store"
+	"github.com/parleyhq/parley/pkg/waba"
 	"github.com/parleyhq/parley/pkg/webhooks"
 	"github.com/parleyhq/parley/services/admin/internal/accounts"
 	"github.com/parleyhq/parley/services/admin/internal/adminapi"
@@ -90,6 +93,15 @@ func newApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func() 
 		log.Warn("PARLEY_WEBHOOKS_ALLOW_PRIVATE is set: webhook endpoints may use http and private addresses")
 	}
 	hooks := webhooks.NewStore(pool, box, cfg.Webhooks).WithClock(now)
+	client, err := cfg.Provider.NewClient()
+	if err != nil {
+		return fail(fmt.Errorf("provider client: %w", err))
+	}
+	closers.Add(client.Close)
+	tpls := waba.Deps{Pool: pool, Catalog: catalog.NewStore(pool, box), Provider: client, Log: log.Named("waba")}
+	submit := func(ctx context.Context, n waba.NewTemplate) (catalog.Template, error) {
+		return waba.Submit(ctx, tpls, n)
+	}
 	sessions := console.NewSessions(pool, console.SessionOptions{
 		Secure: cfg.Console.CookieSecure, Lifetime: cfg.Console.SessionLifetime, IdleTimeout: cfg.Console.SessionIdleTimeout,
 	})
@@ -115,15 +127,17 @@ func newApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func() 
 	if cfg.AdminToken == "" {
 		log.Warn("PARLEY_ADMIN_TOKEN is not set: the admin API answers 503")
 	}
+	exists := func(ctx context.Context, id int64) (bool, error) {
+		var found bool
+		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM companies WHERE id = $1)`, id).Scan(&found)
+		return found, err
+	}
 
 	mux := http.NewServeMux()
 	probe.Register(mux)
 	mux.Handle(adminapi.Prefix, adminapi.New(cfg.AdminToken, creds, hooks, log.Named("adminapi")).
-		WithAddressBook(contacts.NewStore(pool, now), func(ctx context.Context, id int64) (bool, error) {
-			var found bool
-			err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM companies WHERE id = $1)`, id).Scan(&found)
-			return found, err
-		}))
+		WithAddressBook(contacts.NewStore(pool, now), exists).
+		WithTemplates(adminapi.Templates{Catalog: tpls.Catalog, Submit: submit}, exists))
 	mux.Handle("/", ui)
 	handler := accessLog(log, mux)
 	srv := ops.NewServer(cfg.Addr, handler)

@@ -21,6 +21,8 @@ import (
 
 	"github.com/parleyhq/parley/pkg/apikey"
 	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/channel/whatsapp"
+	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/pkg/store"
@@ -97,6 +99,27 @@ type env struct {
 	NATS *bustest.Server
 	// Invalidations receives every invalidation broadcast on the app's bus.
 	Invalidations chan bus.Invalidation
+	// Sim is provider-sim, where templates are submitted (SimURL).
+	Sim    *whatsappsim.Sim
+	SimURL string
+}
+
+// newSim serves provider-sim in-process, with reviews that wait for the
+// test (an hour) and no webhooks.
+func newSim(t *testing.T) (*whatsappsim.Sim, string) {
+	t.Helper()
+	sim, err := whatsappsim.New(whatsappsim.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim)
+	t.Cleanup(func() { srv.Close(); _ = sim.Close() })
+	rules := sim.Rules()
+	rules.TemplateReviewDelay = time.Hour
+	if err := sim.SetRules(rules); err != nil {
+		t.Fatal(err)
+	}
+	return sim, srv.URL
 }
 
 // newEnv starts the app in-process through newApp. change adjusts the
@@ -106,6 +129,7 @@ func newEnv(t *testing.T, change func(*config.Config)) *env {
 	ctx := context.Background()
 	dbURL, pool := storetest.NewDatabase(t)
 	ns := bustest.NewServer(t)
+	sim, simURL := newSim(t)
 	cfg := config.Config{
 		Addr:       "127.0.0.1:0",
 		AdminToken: "",
@@ -118,6 +142,7 @@ func newEnv(t *testing.T, change func(*config.Config)) *env {
 		NATS:     bustest.Config(ns.URL()),
 		Token:    secretbox.Config{Key: secretbox.DevKey},
 		Webhooks: webhooks.DefaultConfig(),
+		Provider: whatsapp.ProviderConfig{BaseURL: simURL, APIVersion: "v21.0", Timeout: 5 * time.Second, MaxConns: 16},
 	}
 	if change != nil {
 		change(&cfg)
@@ -137,7 +162,7 @@ func newEnv(t *testing.T, change func(*config.Config)) *env {
 	srv := httptest.NewServer(a.handler)
 	t.Cleanup(srv.Close)
 
-	e := &env{t: t, URL: srv.URL, Pool: pool, Clock: clock, Keys: apikey.NewStore(pool, clock.Now), Logs: logs,
+	e := &env{t: t, URL: srv.URL, Pool: pool, Sim: sim, SimURL: simURL, Clock: clock, Keys: apikey.NewStore(pool, clock.Now), Logs: logs,
 		Invalidations: make(chan bus.Invalidation, 64), NATS: ns, DatabaseURL: dbURL, Bus: cfg.NATS}
 
 	nc, err := nats.Connect(ns.URL())

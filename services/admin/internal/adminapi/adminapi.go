@@ -28,7 +28,9 @@
 //	GET    /admin/api/companies/{id}/webhooks/{eid}/attempts?cursor=&limit=50 200 {"attempts": [...], "next_cursor": "..."|null}
 //
 // and, with WithAddressBook, a company's opt-out words and a contact's
-// opt-out history (optout.go).
+// opt-out history (optout.go); with WithTemplates, its templates (created
+// through the provider), its numbers' quality and its portfolios' messaging
+// limit tiers (templates.go).
 package adminapi
 
 import (
@@ -61,6 +63,7 @@ type API struct {
 	creds     *credentials.Service
 	hooks     *webhooks.Store
 	book      AddressBook
+	templates Templates
 	exists    CompanyExists
 	log       *zap.Logger
 	mux       *http.ServeMux

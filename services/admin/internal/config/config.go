@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/envconfig"
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/secretbox"
@@ -35,6 +36,9 @@ type Config struct {
 	Token secretbox.Config
 	// Webhooks are the endpoint rules (PARLEY_WEBHOOKS_*).
 	Webhooks webhooks.Config
+	// Provider is the WhatsApp Cloud API (PARLEY_WHATSAPP_*), where
+	// templates created through the API and the console are submitted.
+	Provider whatsapp.ProviderConfig
 }
 
 // Console is the sign-in and session part of the configuration.
@@ -80,7 +84,8 @@ func (c Config) Validate() error {
 	if c.AdminToken != "" && len(c.AdminToken) < MinAdminTokenLen {
 		errs = append(errs, fmt.Errorf("PARLEY_ADMIN_TOKEN must be at least %d characters (for example `openssl rand -hex 32`)", MinAdminTokenLen))
 	}
-	return errors.Join(append(errs, c.Console.Validate(), c.Log.Validate(), c.Postgres.Validate(), c.NATS.Validate(), c.Token.Validate(), c.Webhooks.Validate())...)
+	return errors.Join(append(errs, c.Console.Validate(), c.Log.Validate(), c.Postgres.Validate(), c.NATS.Validate(), c.Token.Validate(), c.Webhooks.Validate(),
+		c.Provider.Validate())...)
 }
 
 // Validate reports every problem with the console configuration.
