@@ -20,6 +20,8 @@ type accountView struct {
 	CompanyID           int64     `json:"company_id"`
 	Name                string    `json:"name"`
 	PhoneNumberID       string    `json:"phone_number_id"`
+	WABAID              string    `json:"waba_id"`
+	PortfolioID         string    `json:"portfolio_id"`
 	Connected           bool      `json:"connected"`
 	Timezone            string    `json:"timezone"`
 	DeliveryWindow      *string   `json:"delivery_window"`
@@ -28,7 +30,7 @@ type accountView struct {
 }
 
 func viewAccount(a catalog.MessagingAccount) accountView {
-	v := accountView{ID: a.ID, CompanyID: a.CompanyID, Name: a.Name, PhoneNumberID: a.PhoneNumberID, Connected: a.Connected,
+	v := accountView{ID: a.ID, CompanyID: a.CompanyID, Name: a.Name, PhoneNumberID: a.PhoneNumberID, WABAID: a.WABA(), PortfolioID: a.Portfolio(), Connected: a.Connected,
 		Timezone: a.Timezone, ThroughputPerSecond: a.ThroughputPerSecond, CreatedAt: a.CreatedAt}
 	if a.Window != nil {
 		w := formatWindow(*a.Window)
@@ -78,7 +80,7 @@ func (e *env) showAccount(co catalog.Company, a catalog.MessagingAccount) error 
 			window = *v.DeliveryWindow
 		}
 		fields(w, "id", fmtID(v.ID), "company", co.Slug, "name", v.Name, "phone number id", v.PhoneNumberID,
-			"connected", yesNo(v.Connected), "timezone", v.Timezone, "delivery window", window,
+			"waba", v.WABAID, "portfolio", v.PortfolioID, "connected", yesNo(v.Connected), "timezone", v.Timezone, "delivery window", window,
 			"throughput", strconv.Itoa(v.ThroughputPerSecond)+"/s", "created", fmtTime(v.CreatedAt))
 	})
 }
@@ -89,7 +91,7 @@ func accountsCmd(e *env) *cobra.Command {
 }
 
 func accountsCreateCmd(e *env) *cobra.Command {
-	var company, name, phoneNumberID, token, tz, window string
+	var company, name, phoneNumberID, token, tz, window, wabaID, portfolioID string
 	var tokenStdin, connected bool
 	var throughput int
 	c := &cobra.Command{
@@ -104,7 +106,13 @@ func accountsCreateCmd(e *env) *cobra.Command {
 		if !digitsRe.MatchString(phoneNumberID) {
 			return usagef("--phone-number-id %q: the provider's numeric id, digits only", phoneNumberID)
 		}
-		n := catalog.NewMessagingAccount{Name: name, PhoneNumberID: phoneNumberID, Connected: connected, Timezone: tz, ThroughputPerSecond: throughput}
+		for flag, v := range map[string]string{"--waba-id": wabaID, "--portfolio-id": portfolioID} {
+			if v != "" && !digitsRe.MatchString(v) {
+				return usagef("%s %q: digits only", flag, v)
+			}
+		}
+		n := catalog.NewMessagingAccount{Name: name, PhoneNumberID: phoneNumberID, Connected: connected, Timezone: tz,
+			ThroughputPerSecond: throughput, WABAID: wabaID, PortfolioID: portfolioID}
 		if n.Name == "" {
 			n.Name = "WhatsApp " + phoneNumberID
 		}
@@ -165,6 +173,8 @@ func accountsCreateCmd(e *env) *cobra.Command {
 	f.StringVar(&tz, "timezone", "UTC", "IANA time zone the delivery window is read in")
 	f.StringVar(&window, "delivery-window", "", "local hours in which campaign messages may go out, e.g. 09:00-20:00 (default: any time)")
 	f.IntVar(&throughput, "throughput", 80, "messages per second the provider allows this number")
+	f.StringVar(&wabaID, "waba-id", "", "the number's WhatsApp Business Account id, where its templates are (default: the phone number id)")
+	f.StringVar(&portfolioID, "portfolio-id", "", "the business portfolio whose messaging limit it shares (default: the WABA id)")
 	_ = c.MarkFlagRequired("phone-number-id")
 	return c
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/pkg/bus"
+	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/envconfig"
 	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/pkg/store"
@@ -21,6 +22,8 @@ type Config struct {
 	Token    secretbox.Config
 	// Webhooks are the endpoint rules webhooks create and update apply.
 	Webhooks webhooks.Config
+	// Provider is where `templates create --account` submits templates.
+	Provider whatsapp.ProviderConfig
 
 	// PublishTimeout bounds how long a change waits for NATS to take its
 	// cache invalidation before warning and moving on.
@@ -58,5 +61,5 @@ func (c Config) Validate() error {
 	if c.Demo.AccessToken == "" {
 		errs = append(errs, errors.New("PARLEY_DEMO_ACCESS_TOKEN is empty"))
 	}
-	return errors.Join(append(errs, c.Postgres.Validate(), c.NATS.Validate(), c.Token.Validate(), c.Webhooks.Validate())...)
+	return errors.Join(append(errs, c.Postgres.Validate(), c.NATS.Validate(), c.Token.Validate(), c.Webhooks.Validate(), c.Provider.Validate())...)
 }
