@@ -115,6 +115,7 @@ func newApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func() 
 		Reports:           reports.New(pool),
 		Webhooks:          hooks,
 		Conversations:     conversations.New(pool, js, cfg.NATS, now),
+		Templates:         console.TemplateDeps{Catalog: tpls.Catalog, Submit: submit},
 		Sessions:          sessions,
 		Log:               log.Named("console"),
 		TrustedOrigins:    cfg.Console.TrustedOrigins,

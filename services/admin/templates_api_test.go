@@ -182,3 +182,9 @@ func TestAdminAPINumbersAndPortfolios(t *testing.T) {
 		t.Fatalf("portfolios: %d %v", a.Status, a.Body)
 	}
 }
+
+// mustDefinition is a one-variable utility template.
+func mustDefinition(name string) whatsapp.TemplateDefinition {
+	return whatsapp.TemplateDefinition{Name: name, Language: "en_US", Category: "UTILITY",
+		Components: []whatsapp.TemplateComponent{{Type: "BODY", Text: "Hi {{1}}"}}}
+}

@@ -85,8 +85,10 @@ type Deps struct {
 	Webhooks *webhooks.Store
 	// Conversations reads conversations and sends replies.
 	Conversations *conversations.Store
-	Sessions      *scs.SessionManager
-	Log           *zap.Logger
+	// Templates reads and creates templates, numbers and portfolios.
+	Templates TemplateDeps
+	Sessions  *scs.SessionManager
+	Log       *zap.Logger
 	// TrustedOrigins may post forms besides the console's own origin.
 	TrustedOrigins []string
 	// TrustForwardedFor takes the client address from X-Forwarded-For.
@@ -192,6 +194,7 @@ func New(d Deps) (*Console, error) {
 	c.routeWebhooks(pagesMux)
 	c.routeConversations(pagesMux)
 	c.routeExports(pagesMux)
+	c.routeTemplates(pagesMux)
 	pagesMux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		c.renderError(w, r, http.StatusNotFound, "Page not found", "There is nothing at this address.")
 	})

@@ -24,6 +24,7 @@ type pages struct {
 	webhooks, webhook, webhookDelete                                           *template.Template
 	conversations, thread                                                      *template.Template
 	subjects, report                                                           *template.Template
+	templates, template, numbers                                               *template.Template
 }
 
 var funcs = template.FuncMap{
@@ -101,6 +102,28 @@ var funcs = template.FuncMap{
 			return "pill-off"
 		}
 		return "pill-warn"
+	},
+	// tplStatusClass colours a template's status at the provider.
+	"tplStatusClass": func(status string) string {
+		switch status {
+		case "APPROVED":
+			return "pill-ok"
+		case "REJECTED", "DISABLED":
+			return "pill-bad"
+		}
+		return "pill-warn"
+	},
+	// qualityClass colours a quality rating (GREEN, YELLOW, RED, UNKNOWN).
+	"qualityClass": func(q string) string {
+		switch q {
+		case "GREEN":
+			return "pill-ok"
+		case "YELLOW":
+			return "pill-warn"
+		case "RED":
+			return "pill-bad"
+		}
+		return "pill-off"
 	},
 	"statusClass": func(status string) string {
 		switch status {
@@ -188,6 +211,9 @@ func parsePages() (*pages, error) {
 		"thread.html":         &p.thread,
 		"subjects.html":       &p.subjects,
 		"report.html":         &p.report,
+		"templates.html":      &p.templates,
+		"template.html":       &p.template,
+		"numbers.html":        &p.numbers,
 	} {
 		if *dst, err = parse(name); err != nil {
 			return nil, err
