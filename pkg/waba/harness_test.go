@@ -19,6 +19,7 @@ import (
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
 	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/pkg/waba"
+	"github.com/parleyhq/parley/testkit/simtest"
 	"github.com/parleyhq/parley/testkit/storetest"
 )
 
@@ -49,23 +50,17 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{t: t, pool: pool, cat: catalog.NewStore(pool, box)}
-	if f.sim, err = whatsappsim.New(whatsappsim.Config{}); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(f.sim)
-	t.Cleanup(func() { srv.Close(); _ = f.sim.Close() })
-	client, err := whatsapp.NewClient(whatsapp.Config{BaseURL: srv.URL, Timeout: 5 * time.Second})
+	sim, url := simtest.Serve(t, func(r *whatsappsim.Rules) {
+		r.RejectTemplatesMatching, r.TemplateRejectReason = "^spam", "SCAM"
+		r.TimeScale = 0.001 // a first pause of 10.8 s
+	})
+	f.sim = sim
+	client, err := whatsapp.NewClient(whatsapp.Config{BaseURL: url, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(client.Close)
 	f.deps = waba.Deps{Pool: pool, Catalog: f.cat, Provider: client, Log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))}
-	rules := f.sim.Rules()
-	rules.TemplateReviewDelay, rules.RejectTemplatesMatching, rules.TemplateRejectReason = time.Hour, "^spam", "SCAM"
-	rules.TimeScale = 0.001 // a first pause of 10.8 s
-	if err := f.sim.SetRules(rules); err != nil {
-		t.Fatal(err)
-	}
 	if f.co, err = f.cat.CreateCompany(ctx, catalog.NewCompany{Slug: "acme", Name: "Acme", SubscriptionActive: true, Provisioned: true}); err != nil {
 		t.Fatal(err)
 	}

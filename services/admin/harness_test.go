@@ -30,6 +30,7 @@ import (
 	"github.com/parleyhq/parley/services/admin/internal/accounts"
 	"github.com/parleyhq/parley/services/admin/internal/config"
 	"github.com/parleyhq/parley/testkit/bustest"
+	"github.com/parleyhq/parley/testkit/simtest"
 	"github.com/parleyhq/parley/testkit/storetest"
 )
 
@@ -104,24 +105,6 @@ type env struct {
 	SimURL string
 }
 
-// newSim serves provider-sim in-process, with reviews that wait for the
-// test (an hour) and no webhooks.
-func newSim(t *testing.T) (*whatsappsim.Sim, string) {
-	t.Helper()
-	sim, err := whatsappsim.New(whatsappsim.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sim)
-	t.Cleanup(func() { srv.Close(); _ = sim.Close() })
-	rules := sim.Rules()
-	rules.TemplateReviewDelay = time.Hour
-	if err := sim.SetRules(rules); err != nil {
-		t.Fatal(err)
-	}
-	return sim, srv.URL
-}
-
 // newEnv starts the app in-process through newApp. change adjusts the
 // configuration before the app is built.
 func newEnv(t *testing.T, change func(*config.Config)) *env {
@@ -129,7 +112,7 @@ func newEnv(t *testing.T, change func(*config.Config)) *env {
 	ctx := context.Background()
 	dbURL, pool := storetest.NewDatabase(t)
 	ns := bustest.NewServer(t)
-	sim, simURL := newSim(t)
+	sim, simURL := simtest.Serve(t, nil)
 	cfg := config.Config{
 		Addr:       "127.0.0.1:0",
 		AdminToken: "",

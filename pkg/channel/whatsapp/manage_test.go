@@ -12,27 +12,18 @@ import (
 
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
+	"github.com/parleyhq/parley/testkit/simtest"
 )
 
-// newSim serves provider-sim in-process with one number of WABA 7001 and
-// reviews that take an hour (tests decide them through the sim).
+// newSim serves provider-sim with one number of WABA 7001; names starting
+// with spam are rejected when reviewed.
 func newSim(t *testing.T) (*whatsappsim.Sim, string) {
 	t.Helper()
-	sim, err := whatsappsim.New(whatsappsim.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sim)
-	t.Cleanup(func() { srv.Close(); _ = sim.Close() })
+	sim, url := simtest.Serve(t, func(r *whatsappsim.Rules) { r.RejectTemplatesMatching = "^spam" })
 	if err := sim.SetAccount(whatsappsim.Account{PhoneNumberID: "1234567890", Token: "EAAG-test-token", WABAID: "7001"}); err != nil {
 		t.Fatal(err)
 	}
-	rules := sim.Rules()
-	rules.TemplateReviewDelay, rules.RejectTemplatesMatching = time.Hour, "^spam"
-	if err := sim.SetRules(rules); err != nil {
-		t.Fatal(err)
-	}
-	return sim, srv.URL
+	return sim, url
 }
 
 func definition(name string) whatsapp.TemplateDefinition {

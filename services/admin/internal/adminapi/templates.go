@@ -110,14 +110,25 @@ func (a *API) numbers(ctx context.Context, companyID int64) (map[int64]catalog.M
 	return out, nil
 }
 
-func (a *API) listTemplates(w http.ResponseWriter, r *http.Request) {
+// read is a company's records as read for the path's company: it answers
+// 404 for an unknown company and 500 for a failed read (ok false).
+func read[T any](a *API, w http.ResponseWriter, r *http.Request, load func(context.Context, int64) (T, error)) (int64, T, bool) {
+	var zero T
 	id, ok := a.company(w, r)
 	if !ok {
-		return
+		return 0, zero, false
 	}
-	tpls, err := a.templates.Catalog.Templates(r.Context(), id)
+	v, err := load(r.Context(), id)
 	if err != nil {
 		a.fail(w, r, err)
+		return 0, zero, false
+	}
+	return id, v, true
+}
+
+func (a *API) listTemplates(w http.ResponseWriter, r *http.Request) {
+	id, tpls, ok := read(a, w, r, a.templates.Catalog.Templates)
+	if !ok {
 		return
 	}
 	nums, err := a.numbers(r.Context(), id)
@@ -258,13 +269,8 @@ type Number struct {
 }
 
 func (a *API) listNumbers(w http.ResponseWriter, r *http.Request) {
-	id, ok := a.company(w, r)
+	_, ps, ok := read(a, w, r, a.templates.Catalog.Portfolios)
 	if !ok {
-		return
-	}
-	ps, err := a.templates.Catalog.Portfolios(r.Context(), id)
-	if err != nil {
-		a.fail(w, r, err)
 		return
 	}
 	out := []Number{}
@@ -297,13 +303,8 @@ func toPortfolio(p catalog.Portfolio) Portfolio {
 }
 
 func (a *API) listPortfolios(w http.ResponseWriter, r *http.Request) {
-	id, ok := a.company(w, r)
+	_, ps, ok := read(a, w, r, a.templates.Catalog.Portfolios)
 	if !ok {
-		return
-	}
-	ps, err := a.templates.Catalog.Portfolios(r.Context(), id)
-	if err != nil {
-		a.fail(w, r, err)
 		return
 	}
 	out := make([]Portfolio, 0, len(ps))

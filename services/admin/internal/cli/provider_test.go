@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -11,24 +10,15 @@ import (
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp/whatsappsim"
 	"github.com/parleyhq/parley/pkg/record"
+	"github.com/parleyhq/parley/testkit/simtest"
 )
 
 // withSim serves provider-sim in-process (reviews wait an hour) and points
 // parleyctl's PARLEY_WHATSAPP_BASE_URL at it.
 func (s *stack) withSim() *whatsappsim.Sim {
 	s.t.Helper()
-	sim, err := whatsappsim.New(whatsappsim.Config{})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	srv := httptest.NewServer(sim)
-	s.t.Cleanup(func() { srv.Close(); _ = sim.Close() })
-	rules := sim.Rules()
-	rules.TemplateReviewDelay = time.Hour
-	if err := sim.SetRules(rules); err != nil {
-		s.t.Fatal(err)
-	}
-	s.environ = append(s.environ, "PARLEY_WHATSAPP_BASE_URL="+srv.URL)
+	sim, url := simtest.Serve(s.t, nil)
+	s.environ = append(s.environ, "PARLEY_WHATSAPP_BASE_URL="+url)
 	return sim
 }
 
