@@ -116,6 +116,10 @@ type Config struct {
 	// again") is held before its one retry; a second 131049 fails it. 0
 	// retries it at the next sweep.
 	MarketingLimitRetry time.Duration `env:"PARLEY_DISPATCH_MARKETING_LIMIT_RETRY" envDefault:"24h"`
+	// TemplateSyncInterval is how often one campaign dispatcher of the
+	// fleet reads every WhatsApp Business Account's templates from the
+	// provider and applies what its webhooks missed (Deps.SyncTemplates).
+	TemplateSyncInterval time.Duration `env:"PARLEY_TEMPLATE_SYNC_INTERVAL" envDefault:"5m"`
 }
 
 // Validate reports every problem at once. providerTimeout is the channel
@@ -146,6 +150,7 @@ func (c Config) Validate(providerTimeout time.Duration) error {
 		{"PARLEY_DISPATCH_ACK_WAIT", c.AckWait}, {"PARLEY_DISPATCH_CACHE_TTL", c.CacheTTL},
 		{"PARLEY_DISPATCH_SHUTDOWN_TIMEOUT", c.ShutdownTimeout},
 		{"PARLEY_DISPATCH_MESSAGING_LIMIT_WINDOW", c.MessagingLimitWindow}, {"PARLEY_DISPATCH_SERVICE_WINDOW", c.ServiceWindow},
+		{"PARLEY_TEMPLATE_SYNC_INTERVAL", c.TemplateSyncInterval},
 	}
 	for _, d := range durations {
 		if d.v <= 0 {

@@ -41,6 +41,11 @@ type Deps struct {
 	// Pacer keeps WhatsApp's pair rate, messaging limit and marketing
 	// pauses across replicas (ratelimit.Pacer); nil turns them off.
 	Pacer Pacer
+	// SyncTemplates reads every WABA's templates from the provider and
+	// applies what its webhooks missed (waba.SyncTemplates); the campaign
+	// lane runs it every Config.TemplateSyncInterval, one process of the
+	// fleet at a time (Pacer.Once). Nil: never.
+	SyncTemplates func(ctx context.Context) (changed int, err error)
 }
 
 // Dispatcher consumes one lane's batches from the SENDS stream, expands
@@ -89,7 +94,7 @@ func New(lane record.Lane, cfg Config, d Deps) (*Dispatcher, error) {
 		exp: NewExpander(d.Pool, d.Catalog, d.Clock),
 		eng: newEngine(lane, cfg, d.Pool, d.Catalog, d.Sender, d.Throttle, d.ProviderTimeout, d.Clock, log, m),
 	}
-	x.eng.pacer = d.Pacer
+	x.eng.pacer, x.eng.syncTemplates = d.Pacer, d.SyncTemplates
 	x.exp.eng = x.eng // fresh batches hand their first messages over (handoff.go)
 	return x, nil
 }

@@ -66,6 +66,10 @@ type engine struct {
 	pauseMu    sync.Mutex
 	pauses     map[int64]marketingPause
 	refusals   map[templateStatusKey]bool
+	// syncTemplates is Deps.SyncTemplates; lastSync when this process
+	// last tried it.
+	syncTemplates func(ctx context.Context) (int, error)
+	lastSync      time.Time
 }
 
 type laneWorker struct {
@@ -206,6 +210,7 @@ func (e *engine) sweep(ctx context.Context) {
 	if _, _, err := record.SweepBacklog(qctx, e.pool, now); err != nil && ctx.Err() == nil {
 		e.warn("sweep status backlog", zap.Error(err))
 	}
+	e.syncDue(ctx, now)
 	if n, err := record.ReleaseDueHolds(qctx, e.pool, now, e.cfg.MarketingLimitRetry); err != nil && ctx.Err() == nil {
 		e.warn("release held messages", zap.Error(err))
 	} else if n > 0 {

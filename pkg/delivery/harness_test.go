@@ -46,6 +46,8 @@ type harness struct {
 	// harness's key prefix; dispatchers get it when paced is set.
 	pacer *ratelimit.Pacer
 	paced bool
+	// sync is the dispatchers' Deps.SyncTemplates.
+	sync func(context.Context) (int, error)
 }
 
 // recordingThrottle is the harness's limiter, noting each key it is asked
@@ -145,6 +147,7 @@ func (h *harness) startWith(lane record.Lane, cfg Config, throttle Throttle) *ru
 	if h.paced {
 		deps.Pacer = h.pacer
 	}
+	deps.SyncTemplates = h.sync
 	d, err := New(lane, cfg, deps)
 	if err != nil {
 		h.t.Fatal(err)

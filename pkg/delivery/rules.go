@@ -29,6 +29,8 @@ type Pacer interface {
 		now time.Time) ([]time.Time, error)
 	PauseMarketing(ctx context.Context, companyID int64, number string, d time.Duration) error
 	MarketingPausedFor(ctx context.Context, companyID int64, number string) (time.Duration, error)
+	// Once is true for the first caller of the fleet within ttl.
+	Once(ctx context.Context, name string, ttl time.Duration) (bool, error)
 }
 
 // rulesTimeout bounds one rule's read (PostgreSQL or Redis) before a claim
@@ -361,6 +363,32 @@ type templateStatusKey struct {
 	template int64
 	status   string
 	seen     time.Time
+}
+
+// syncDue runs the template sync when its interval has passed, in one
+// process of the fleet (the campaign lane's sweeps race for a Redis key
+// that lives for the interval).
+func (e *engine) syncDue(ctx context.Context, now time.Time) {
+	if e.syncTemplates == nil || e.pacer == nil || e.lane != record.LaneCampaign || now.Sub(e.lastSync) < e.cfg.TemplateSyncInterval {
+		return
+	}
+	e.lastSync = now
+	ok, err := e.pacer.Once(ctx, "template-sync", e.cfg.TemplateSyncInterval)
+	if err != nil || !ok {
+		if err != nil {
+			e.warn("template sync not started", zap.Error(err))
+		}
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, e.cfg.TemplateSyncInterval)
+	defer cancel()
+	n, err := e.syncTemplates(sctx)
+	if err != nil {
+		e.warn("template sync", zap.Error(err))
+	}
+	if n > 0 {
+		e.log.Info("template sync: changes the webhooks had missed", zap.Int("templates", n))
+	}
 }
 
 // The provider's answers that are WhatsApp's rules rather than errors.

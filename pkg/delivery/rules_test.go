@@ -1,6 +1,8 @@
 package delivery
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -299,5 +301,25 @@ func TestSpamRateLimitPausesTheNumbersMarketing(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(campaign.m.marketingPaused.WithLabelValues(h.acct.PhoneNumberID)); n != 1 {
 		t.Fatalf("parley_delivery_marketing_paused = %v, want 1", n)
+	}
+}
+
+// TestTemplateSyncRunsInOneProcessPerInterval: two campaign dispatchers
+// sweep every second with a template sync due every 3 s; the fleet runs it
+// once in the first 3.5 s, not once per dispatcher.
+func TestTemplateSyncRunsInOneProcessPerInterval(t *testing.T) {
+	h := newHarness(t)
+	h.clock.Run()
+	var runs atomic.Int64
+	h.sync = func(context.Context) (int, error) { runs.Add(1); return 0, nil }
+	h.paced = true
+	cfg := testConfig()
+	cfg.TemplateSyncInterval = 3 * time.Second
+	h.start(record.LaneCampaign, cfg)
+	h.start(record.LaneCampaign, cfg)
+	h.start(record.LaneAutomation, cfg)
+	time.Sleep(3500 * time.Millisecond)
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the template sync ran %d times in 3.5 s, want once", n)
 	}
 }

@@ -163,3 +163,13 @@ func (p *Pacer) MarketingPausedFor(ctx context.Context, companyID int64, number 
 	}
 	return d, nil
 }
+
+// Once is true for the first caller of the fleet to ask for name within
+// ttl (SET NX PX): one process of many runs a periodic job.
+func (p *Pacer) Once(ctx context.Context, name string, ttl time.Duration) (bool, error) {
+	ok, err := p.rdb.SetNX(ctx, p.prefix+"once:"+name, "1", ttl).Result()
+	if err != nil {
+		return false, fmt.Errorf("once %s: %w", name, err)
+	}
+	return ok, nil
+}

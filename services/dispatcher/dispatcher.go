@@ -28,6 +28,7 @@ import (
 	"github.com/parleyhq/parley/pkg/record"
 	"github.com/parleyhq/parley/pkg/secretbox"
 	"github.com/parleyhq/parley/pkg/store"
+	"github.com/parleyhq/parley/pkg/waba"
 )
 
 // Config is what both dispatchers read from the environment besides their
@@ -121,10 +122,13 @@ func New(ctx context.Context, lane record.Lane, addr string, cfg Config, log *za
 		return fail(fmt.Errorf("provider client: %w", err))
 	}
 	closers.Add(client.Close)
+	cat := catalog.NewStore(pool, box)
+	sync := waba.Deps{Pool: pool, Catalog: cat, Provider: client, Log: log}
 	d, err := delivery.New(lane, cfg.Dispatch, delivery.Deps{
-		Pool: pool, JS: js, Bus: cfg.NATS, Catalog: catalog.NewStore(pool, box),
+		Pool: pool, JS: js, Bus: cfg.NATS, Catalog: cat,
 		Sender: client, Throttle: limiter, Log: log, Registry: probe.Registry(), ProviderTimeout: cfg.Provider.Timeout,
-		Pacer: ratelimit.NewPacer(rdb, cfg.Redis),
+		Pacer:         ratelimit.NewPacer(rdb, cfg.Redis),
+		SyncTemplates: func(ctx context.Context) (int, error) { return waba.SyncTemplates(ctx, sync) },
 	})
 	if err != nil {
 		return fail(err)
