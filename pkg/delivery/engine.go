@@ -18,6 +18,7 @@ import (
 	"github.com/parleyhq/parley/pkg/ops"
 	"github.com/parleyhq/parley/pkg/ratelimit"
 	"github.com/parleyhq/parley/pkg/record"
+	"github.com/parleyhq/parley/pkg/ttlcache"
 )
 
 // engine is the sending side of a dispatcher for one lane: a lane worker
@@ -62,7 +63,7 @@ type engine struct {
 	// pacer keeps WhatsApp's pair rate, messaging limit and marketing
 	// pauses (rules.go); nil turns them off.
 	pacer      Pacer
-	portfolios *portfolioCache
+	portfolios *ttlcache.Cache[int64, portfolio]
 	pauseMu    sync.Mutex
 	pauses     map[int64]marketingPause
 	refusals   map[templateStatusKey]bool
@@ -96,7 +97,7 @@ func newEngine(lane record.Lane, cfg Config, pool *pgxpool.Pool, cat Catalog, se
 		pauses:   map[int64]marketingPause{},
 		refusals: map[templateStatusKey]bool{},
 	}
-	e.portfolios = &portfolioCache{e: e}
+	e.portfolios = newPortfolioCache(pool, cfg.CacheTTL)
 	return e
 }
 

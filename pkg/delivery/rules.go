@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -12,6 +11,7 @@ import (
 	"github.com/parleyhq/parley/pkg/catalog"
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/record"
+	"github.com/parleyhq/parley/pkg/ttlcache"
 )
 
 // WhatsApp's rules as waits, never failures (WHATSAPP.md): before a claim
@@ -139,11 +139,12 @@ func (e *engine) budget(ctx context.Context, acct catalog.MessagingAccount, msgs
 	if e.pacer == nil || len(msgs) == 0 {
 		return msgs
 	}
-	p, err := e.portfolios.of(ctx, acct.ID)
+	pe, _, err := e.portfolios.Get(ctx, acct.ID)
 	if err != nil {
 		e.warn("messaging limit unread: the claim goes as it is", zap.Error(err))
 		return msgs
 	}
+	p := pe.Value
 	if p.limit == 0 {
 		return msgs
 	}
@@ -221,42 +222,21 @@ type portfolio struct {
 	limit int
 }
 
-// portfolioCache reads each account's portfolio and limit at most once per
-// TTL.
-type portfolioCache struct {
-	e   *engine
-	mu  sync.Mutex
-	got map[int64]portfolioEntry
-}
-
-type portfolioEntry struct {
-	p  portfolio
-	at time.Time
-}
-
-func (c *portfolioCache) of(ctx context.Context, accountID int64) (portfolio, error) {
-	c.mu.Lock()
-	en, ok := c.got[accountID]
-	c.mu.Unlock()
-	if ok && time.Since(en.at) < c.e.cfg.CacheTTL {
-		return en.p, nil
-	}
-	id, tier, err := record.AccountPortfolio(ctx, c.e.pool, accountID)
-	if err != nil {
-		return portfolio{}, err
-	}
-	limit, known := whatsapp.TierLimit(tier)
-	if !known && tier != "" {
-		return portfolio{}, fmt.Errorf("portfolio %s: unknown tier %q", id, tier)
-	}
-	p := portfolio{id: id, limit: limit}
-	c.mu.Lock()
-	if c.got == nil {
-		c.got = map[int64]portfolioEntry{}
-	}
-	c.got[accountID] = portfolioEntry{p: p, at: time.Now()}
-	c.mu.Unlock()
-	return p, nil
+// newPortfolioCache reads each account's portfolio and limit at most once
+// per ttl.
+func newPortfolioCache(pool record.DB, ttl time.Duration) *ttlcache.Cache[int64, portfolio] {
+	return ttlcache.New(ttlcache.Config{TTL: ttl, StaleIfError: catalogStaleIfError}, time.Now,
+		func(ctx context.Context, accountID int64) (portfolio, error) {
+			id, tier, err := record.AccountPortfolio(ctx, pool, accountID)
+			if err != nil {
+				return portfolio{}, err
+			}
+			limit, known := whatsapp.TierLimit(tier)
+			if !known && tier != "" {
+				return portfolio{}, fmt.Errorf("portfolio %s: unknown tier %q", id, tier)
+			}
+			return portfolio{id: id, limit: limit}, nil
+		})
 }
 
 // marketingPaused reports whether the account's number has its marketing

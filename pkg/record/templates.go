@@ -8,17 +8,17 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/pkg/events"
 )
 
-// Template statuses at the provider (templates.status), as the Cloud API
-// names them.
+// Template statuses at the provider (templates.status): the Cloud API's.
 const (
-	TemplatePending  = "PENDING"
-	TemplateApproved = "APPROVED"
-	TemplateRejected = "REJECTED"
-	TemplatePaused   = "PAUSED"
-	TemplateDisabled = "DISABLED"
+	TemplatePending  = whatsapp.TemplatePending
+	TemplateApproved = whatsapp.TemplateApproved
+	TemplateRejected = whatsapp.TemplateRejected
+	TemplatePaused   = whatsapp.TemplatePaused
+	TemplateDisabled = whatsapp.TemplateDisabled
 )
 
 // Sources of a template's change (template_status_events.source).
