@@ -66,7 +66,9 @@ type engine struct {
 	portfolios *ttlcache.Cache[int64, portfolio]
 	pauseMu    sync.Mutex
 	pauses     map[int64]marketingPause
-	refusals   map[templateStatusKey]bool
+	// refusals is what the provider's refusals said about a template
+	// version (templateRefused): its status, until the change is read back.
+	refusals map[templateVersion]string
 	// syncTemplates is Deps.SyncTemplates; lastSync when this process
 	// last tried it.
 	syncTemplates func(ctx context.Context) (int, error)
@@ -95,7 +97,7 @@ func newEngine(lane record.Lane, cfg Config, pool *pgxpool.Pool, cat Catalog, se
 		checked:  map[int64]checkedBatch{},
 		warner:   ops.NewWarner(log, warnInterval),
 		pauses:   map[int64]marketingPause{},
-		refusals: map[templateStatusKey]bool{},
+		refusals: map[templateVersion]string{},
 	}
 	e.portfolios = newPortfolioCache(pool, cfg.CacheTTL)
 	return e

@@ -75,6 +75,12 @@ func (e *engine) checkTemplates(ctx context.Context, msgs []record.Claimed) []re
 		e.warn("template statuses unread: the claim goes as it is", zap.Error(err))
 		return msgs
 	}
+	for id, ts := range st {
+		if refused := e.refusedAs(id, ts); refused != "" {
+			ts.Status, ts.Reason = refused, refusedReason
+			st[id] = ts
+		}
+	}
 	at := e.now()
 	keep := msgs[:0]
 	for _, m := range msgs {
@@ -82,7 +88,7 @@ func (e *engine) checkTemplates(ctx context.Context, msgs []record.Claimed) []re
 		ts := st[m.TemplateID]
 		switch s := ts.Status; {
 		case !isTemplate(m) || s == "" || s == record.TemplateApproved:
-			m.TemplateSeen = ts.ChangedAt
+			m.TemplateSeen, m.TemplateName, m.TemplateLanguage = ts.ChangedAt, ts.Name, ts.Language
 			keep = append(keep, m)
 			continue
 		case s == record.TemplatePending || s == record.TemplatePaused:
@@ -94,7 +100,6 @@ func (e *engine) checkTemplates(ctx context.Context, msgs []record.Claimed) []re
 			o.Kind = record.OutcomeFailed
 			o.Code, o.Title = record.TemplateFailure(ts)
 		}
-		e.m.messages.WithLabelValues(string(e.lane), string(o.Kind)).Inc()
 		e.rec.add(o)
 	}
 	return keep
@@ -126,7 +131,6 @@ func (e *engine) pacePairs(ctx context.Context, acct catalog.MessagingAccount, m
 		}
 		e.rec.add(record.Outcome{Kind: record.OutcomeRelease, ID: m.ID, BatchID: m.BatchID, ClaimedAt: m.ClaimedAt,
 			NotBefore: at.Add(waits[i]), At: at})
-		e.m.messages.WithLabelValues(string(e.lane), "paced").Inc()
 	}
 	return keep
 }
@@ -184,7 +188,6 @@ func (e *engine) budget(ctx context.Context, acct catalog.MessagingAccount, msgs
 		}
 		e.rec.add(record.Outcome{Kind: record.OutcomeHold, Reason: record.HoldMessagingLimit, ID: m.ID, BatchID: m.BatchID,
 			ClaimedAt: m.ClaimedAt, NotBefore: room, At: at})
-		e.m.messages.WithLabelValues(string(e.lane), "held").Inc()
 	}
 	return keep
 }
@@ -309,27 +312,52 @@ func boolGauge(b bool) float64 {
 	return 0
 }
 
+// refusedReason is the reason a template's change from a refused send
+// records.
+const refusedReason = "refused by the provider"
+
+// refusedAs is the status a provider's refusal gave the template version
+// ts (PAUSED or DISABLED), or "": while the change commits, and until a
+// claim reads it back, the template's other messages are held or failed
+// here instead of being sent to be refused too.
+func (e *engine) refusedAs(id int64, ts record.TemplateStatus) string {
+	if ts.Status != record.TemplateApproved {
+		return ""
+	}
+	e.pauseMu.Lock()
+	defer e.pauseMu.Unlock()
+	return e.refusals[templateVersion{id, ts.ChangedAt}]
+}
+
 // templateRefused records what a provider's refusal says about a template
 // (132015 paused, 132016 disabled) at once, so that its other waiting
-// messages are held or failed before they are claimed: once per template,
-// status and version of the template the sends saw (TemplateSeen).
+// messages are held or failed before they are claimed: once per status of
+// the template version the sends saw (TemplateSeen); a DISABLED after a
+// PAUSED is recorded too.
 func (e *engine) templateRefused(acct catalog.MessagingAccount, m record.Claimed, status string) {
-	key := templateStatusKey{m.TemplateID, status, m.TemplateSeen}
+	key := templateVersion{m.TemplateID, m.TemplateSeen}
 	e.pauseMu.Lock()
-	if e.refusals[key] {
+	if prev := e.refusals[key]; prev == status || prev == record.TemplateDisabled {
 		e.pauseMu.Unlock()
 		return
 	}
 	if len(e.refusals) > 10_000 {
 		clear(e.refusals)
 	}
-	e.refusals[key] = true
+	e.refusals[key] = status
 	e.pauseMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), rulesTimeout)
 	defer cancel()
 	res, err := record.ApplyTemplateChange(ctx, e.pool, record.TemplateChange{CompanyID: acct.CompanyID, TemplateID: m.TemplateID,
-		Status: status, Reason: "refused by the provider", Source: record.SourceSend, At: m.TemplateSeen})
+		Status: status, Reason: refusedReason, Source: record.SourceSend, At: m.TemplateSeen})
 	if err != nil {
+		// Not remembered either: the next refusal tries again, and nothing
+		// is held on a change that the database does not have.
+		e.pauseMu.Lock()
+		if e.refusals[key] == status {
+			delete(e.refusals, key)
+		}
+		e.pauseMu.Unlock()
 		e.warn("template status from a refusal not recorded", zap.Int64("template_id", m.TemplateID), zap.Error(err))
 		return
 	}
@@ -339,9 +367,9 @@ func (e *engine) templateRefused(acct catalog.MessagingAccount, m record.Claimed
 	}
 }
 
-type templateStatusKey struct {
+// templateVersion is a template as of its last status change.
+type templateVersion struct {
 	template int64
-	status   string
 	seen     time.Time
 }
 
@@ -396,15 +424,20 @@ func (e *engine) ruleFailure(acct catalog.MessagingAccount, o record.Outcome, m 
 	case pe.Code == codeTemplatePaused && isTemplate(m):
 		e.templateRefused(acct, m, record.TemplatePaused)
 		o.Kind, o.Reason = record.OutcomeHold, record.HoldTemplatePaused
-		e.m.messages.WithLabelValues(string(e.lane), string(o.Kind)).Inc()
 		return o, true
 	case pe.Code == codeTemplateDisabled && isTemplate(m):
 		e.templateRefused(acct, m, record.TemplateDisabled)
+		// Failed as the template's other messages fail: naming it.
+		if m.TemplateName != "" {
+			o.Code, o.Title = record.TemplateFailure(record.TemplateStatus{Status: record.TemplateDisabled,
+				Name: m.TemplateName, Language: m.TemplateLanguage, Reason: refusedReason})
+		}
+		o.Kind = record.OutcomeFailed
+		return o, true
 	case pe.Code == codeMarketingLimit && m.LastCode != codeMarketingLimit:
 		// Meta reports 131049 in a failed status (record.ApplyStatuses
 		// holds it there); an answer that carries it is held the same way.
 		o.Kind, o.Reason = record.OutcomeHold, record.HoldMarketingLimit
-		e.m.messages.WithLabelValues(string(e.lane), string(o.Kind)).Inc()
 		return o, true
 	case pe.Code == codeSpamRateLimit:
 		e.pauseMarketing(acct, max(pe.RetryAfter, whatsapp.AccountFloor))

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -143,9 +144,16 @@ func TestDisabledTemplateFailsItsMessages(t *testing.T) {
 	if got.Counts[record.StateFailed] != 600 {
 		t.Fatalf("counts %+v, want 600 failed", got.Counts)
 	}
+	// Every message names the template, those the provider refused as
+	// well as those failed without a send.
+	named := fmt.Sprintf("Template is disabled: %s (%s): refused by the provider", h.tpl.Name, h.tpl.Language)
 	for _, m := range h.messages(b.BatchId) {
-		if m.Code == nil || *m.Code != record.CodeTemplateDisabled {
-			t.Fatalf("message %+v, want 132016", m)
+		if m.Code == nil || *m.Code != record.CodeTemplateDisabled || m.Title == nil || *m.Title != named {
+			title := "<nil>"
+			if m.Title != nil {
+				title = *m.Title
+			}
+			t.Fatalf("message %d: code %v, title %q; want 132016 %q", m.ID, m.Code, title, named)
 		}
 	}
 	if s := h.templateStatus(); s != record.TemplateDisabled {
@@ -321,5 +329,34 @@ func TestTemplateSyncRunsInOneProcessPerInterval(t *testing.T) {
 	time.Sleep(3500 * time.Millisecond)
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("the template sync ran %d times in 3.5 s, want once", n)
+	}
+}
+
+// TestRefusedTemplateIsHeldUntilItsChangeIsRead: after a refusal, the
+// template version the refused send saw counts as refused by this process
+// (its other messages held or failed at their claim, not sent to be
+// refused too) until the database shows a newer version.
+func TestRefusedTemplateIsHeldUntilItsChangeIsRead(t *testing.T) {
+	e := &engine{refusals: map[templateVersion]string{}}
+	seen := time.Date(2026, 11, 29, 4, 0, 0, 0, time.UTC)
+	approved := record.TemplateStatus{Status: record.TemplateApproved, ChangedAt: seen}
+	if s := e.refusedAs(7, approved); s != "" {
+		t.Fatalf("no refusal yet: %q", s)
+	}
+	e.refusals[templateVersion{7, seen}] = record.TemplatePaused
+	for _, c := range []struct {
+		ts   record.TemplateStatus
+		want string
+	}{
+		{approved, record.TemplatePaused},
+		{record.TemplateStatus{Status: record.TemplateApproved, ChangedAt: seen.Add(time.Second)}, ""},
+		{record.TemplateStatus{Status: record.TemplatePaused, ChangedAt: seen.Add(time.Second)}, ""},
+	} {
+		if got := e.refusedAs(7, c.ts); got != c.want {
+			t.Errorf("refusedAs(%+v) = %q, want %q", c.ts, got, c.want)
+		}
+	}
+	if got := e.refusedAs(8, approved); got != "" {
+		t.Errorf("another template: %q", got)
 	}
 }

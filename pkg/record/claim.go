@@ -109,8 +109,11 @@ type Claimed struct {
 	LastName   string
 	Variables  map[string]string
 	// TemplateSeen is the template's status_changed_at as the dispatcher
-	// read it before the send (TemplateStatuses).
-	TemplateSeen time.Time
+	// read it before the send (TemplateStatuses), and TemplateName and
+	// TemplateLanguage name the template in a refusal's title.
+	TemplateSeen     time.Time
+	TemplateName     string
+	TemplateLanguage string
 	// LastCode is the provider's error code of the message's last attempt
 	// (0 when none).
 	LastCode int

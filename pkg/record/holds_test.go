@@ -1,6 +1,7 @@
 package record_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -265,4 +266,48 @@ func TestMarketingLimitIsRetriedOnceThenFails(t *testing.T) {
 	}
 	f.countersMatchRecord()
 	checkMoves(t, moves(), "sent -> failed", "failed -> held", "held -> queued")
+}
+
+// TestTemplateChangeSkipsLockedMessages: a template's pause and disabling
+// never wait for a message another transaction holds (a claim, an outcome,
+// a cancel under way): they skip it, and the dispatcher meets the new
+// status at its claim. Waiting for it could deadlock with a transaction
+// that, holding that message, waits for the template.
+func TestTemplateChangeSkipsLockedMessages(t *testing.T) {
+	f := newFixture(t)
+	b := f.campaignBatch(4, nil)
+	f.expand(b)
+	tx, err := f.pool.Begin(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(f.ctx) //nolint:errcheck // ended below
+	var locked int64
+	if err := tx.QueryRow(f.ctx, `SELECT id FROM messages WHERE batch_id = $1 ORDER BY seq LIMIT 1 FOR UPDATE`,
+		b.BatchId).Scan(&locked); err != nil {
+		t.Fatal(err)
+	}
+	change := func(status string) record.TemplateApplied {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(f.ctx, 5*time.Second)
+		defer cancel()
+		res, err := record.ApplyTemplateChange(ctx, f.pool, record.TemplateChange{CompanyID: f.comp.ID,
+			TemplateID: f.camp.TemplateID, Status: status, Reason: "test", Source: record.SourceWebhook})
+		if err != nil {
+			t.Fatalf("%s while a message is locked: %v", status, err)
+		}
+		return res
+	}
+	if res := change(record.TemplatePaused); res.Held != 3 {
+		t.Fatalf("pause: %+v, want the 3 unlocked messages held", res)
+	}
+	if res := change(record.TemplateDisabled); res.Failed != 3 {
+		t.Fatalf("disable: %+v, want the 3 held messages failed", res)
+	}
+	if err := tx.Rollback(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.states(b.BatchId); got["failed"] != 3 || got["queued"] != 1 {
+		t.Fatalf("states %v, want 3 failed and the skipped one still queued (its claim fails it)", got)
+	}
 }

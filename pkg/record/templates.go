@@ -75,12 +75,20 @@ type TemplateApplied struct {
 var ErrTemplateStatus = errors.New("unknown template status")
 
 // holdTemplateSQL holds a template's waiting messages. It goes through the
-// due index by the company's accounts (never a scan of every message).
+// due index by the company's accounts (never a scan of every message). A
+// message another transaction has locked (a claim, an outcome, a cancel)
+// is skipped rather than waited for, so that a template's change and the
+// dispatchers never wait for each other in opposite orders: a skipped one
+// meets the new status at its claim (the dispatcher reads it before each
+// send).
 const holdTemplateSQL = `
 UPDATE messages SET state = 'held', hold_reason = $3, held_at = $4, updated_at = $4
-WHERE template_id = $2 AND state IN ('queued', 'scheduled', 'deferred')
-  AND lane IN ('campaign', 'automation')
-  AND messaging_account_id IN (SELECT id FROM messaging_accounts WHERE company_id = $1)
+WHERE id IN (SELECT id FROM messages
+	WHERE template_id = $2 AND state IN ('queued', 'scheduled', 'deferred')
+	  AND lane IN ('campaign', 'automation')
+	  AND messaging_account_id IN (SELECT id FROM messaging_accounts WHERE company_id = $1)
+	FOR UPDATE SKIP LOCKED)
+  AND state IN ('queued', 'scheduled', 'deferred')
 RETURNING batch_id::text, company_id, state::text, hold_reason, template_id, not_before`
 
 // releaseTemplateSQL sends again the messages held for a template.
@@ -92,12 +100,16 @@ RETURNING batch_id::text, company_id, state::text, hold_reason, template_id, not
 // failTemplateSQL fails a template's held and waiting messages. Their
 // batches are locked first (failTemplate), as CompleteBatches and Cancel
 // lock them, so that a cancel under way and this never wait for each
-// other in opposite orders.
+// other in opposite orders; a message locked by another transaction is
+// skipped, as holdTemplateSQL skips it, and fails at its claim.
 const failTemplateSQL = `
 UPDATE messages SET state = 'failed', error_code = $3, error_title = $4, failed_at = $5, updated_at = $5
-WHERE template_id = $2 AND batch_id = ANY($6::uuid[]) AND (state = 'held' OR (state IN ('queued', 'scheduled', 'deferred')
-  AND lane IN ('campaign', 'automation')
-  AND messaging_account_id IN (SELECT id FROM messaging_accounts WHERE company_id = $1)))
+WHERE id IN (SELECT id FROM messages
+	WHERE template_id = $2 AND batch_id = ANY($6::uuid[]) AND (state = 'held' OR (state IN ('queued', 'scheduled', 'deferred')
+	  AND lane IN ('campaign', 'automation')
+	  AND messaging_account_id IN (SELECT id FROM messaging_accounts WHERE company_id = $1)))
+	FOR UPDATE SKIP LOCKED)
+  AND state IN ('held', 'queued', 'scheduled', 'deferred')
 RETURNING id, company_id, batch_id::text, phone, failed_at`
 
 const templateBatchesSQL = `
