@@ -549,7 +549,7 @@ func TestGracefulStopLeavesNothingClaimed(t *testing.T) {
 	if sending != 0 || int64(sent) != h.sim.Stats().Accepted {
 		t.Fatalf("after a graceful stop: %d sending, %d recorded sent, provider accepted %d", sending, sent, h.sim.Stats().Accepted)
 	}
-	if released := testutil.ToFloat64(d.m.messages.WithLabelValues(string(record.LaneCampaign), "released")); released < 1 {
+	if released := testutil.ToFloat64(d.m.messages.WithLabelValues(string(record.LaneCampaign), string(record.OutcomeRelease))); released < 1 {
 		t.Fatalf("no claim was waiting for throughput at the stop (released %v)", released)
 	}
 	for _, m := range h.messages(slowBatch.BatchId) {

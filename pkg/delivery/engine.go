@@ -424,7 +424,6 @@ func (e *engine) unsent(msgs ...record.Claimed) {
 	for _, m := range msgs {
 		e.rec.add(record.Outcome{Kind: record.OutcomeRelease, ID: m.ID, BatchID: m.BatchID, ClaimedAt: m.ClaimedAt, NotBefore: at, At: at})
 	}
-	e.m.messages.WithLabelValues(string(e.lane), "released").Add(float64(len(msgs)))
 }
 
 // fresh reports whether a claim is young enough to be sent: its outcome,
