@@ -139,8 +139,11 @@ type Tally struct {
 	Rows   int
 	States map[string]int
 	// Failed is the rows in failed; Open the rows not yet final (queued,
-	// scheduled, deferred, sending).
+	// scheduled, deferred, held, sending).
 	Failed, Open int
+	// Missing is the accepted phones with no message row yet (their batch
+	// not yet expanded).
+	Missing int
 	// Unrecorded is the accepted phones the provider received whose row is
 	// still open (or missing): taken right after a dispatcher was killed,
 	// the most sends a restart may repeat (the duplicate bound).
@@ -204,7 +207,7 @@ func Count(phones []string, rows []Row, counts map[string]int64, st SimStats) Ta
 		t.Rows++
 		t.States[r.State]++
 		switch r.State {
-		case "queued", "scheduled", "deferred", "sending":
+		case "queued", "scheduled", "deferred", "held", "sending":
 			t.Open++
 			open[r.Phone] = true
 		case "failed":
@@ -216,6 +219,9 @@ func Count(phones []string, rows []Row, counts map[string]int64, st SimStats) Ta
 	}
 	var toAccepted int64
 	for _, p := range phones {
+		if !open[p] && !final[p] {
+			t.Missing++
+		}
 		n := counts[p]
 		toAccepted += n
 		if n == 0 {
@@ -235,13 +241,15 @@ func Count(phones []string, rows []Row, counts map[string]int64, st SimStats) Ta
 	return t
 }
 
-// Settle takes tallies until every accepted phone reached the provider and
-// no row is open, or within has passed, and returns the last one.
+// Settle takes tallies until nothing more will happen to the accepted
+// phones (each has its message rows, and none is open: sent, or final
+// without a send, such as failed), or within has passed, and returns the
+// last one.
 func Settle(ctx context.Context, sim Sim, pool *pgxpool.Pool, accepted []string, within time.Duration) (Tally, error) {
 	deadline := time.Now().Add(within)
 	for {
 		t, err := Take(ctx, sim, pool, accepted)
-		if err != nil || (t.Lost == 0 && t.Open == 0) || time.Now().After(deadline) {
+		if err != nil || (t.Missing == 0 && t.Open == 0) || time.Now().After(deadline) {
 			return t, err
 		}
 		select {
@@ -288,7 +296,7 @@ func (t Tally) Problems(e Expect) []string {
 		out = append(out, fmt.Sprintf("%d message rows for %d accepted phones", t.Rows, t.Accepted))
 	}
 	if t.Open != 0 {
-		out = append(out, fmt.Sprintf("%d messages still open (queued, scheduled, deferred or sending)", t.Open))
+		out = append(out, fmt.Sprintf("%d messages still open (queued, scheduled, deferred, held or sending)", t.Open))
 	}
 	if t.Unrecorded != 0 {
 		out = append(out, fmt.Sprintf("%d phones the provider received have no final row", t.Unrecorded))

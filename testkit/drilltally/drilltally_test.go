@@ -58,6 +58,24 @@ func TestCountPerRecipient(t *testing.T) {
 	}
 }
 
+// TestHeldIsOpen: a held message waits (for its template, the messaging
+// limit): not final, so a tally settles only once it went on.
+func TestHeldIsOpen(t *testing.T) {
+	tl := drilltally.Count([]string{"+1001"}, []drilltally.Row{{"+1001", "held"}}, nil, drilltally.SimStats{})
+	if tl.Open != 1 || tl.Lost != 1 || tl.Failed != 0 || tl.Missing != 0 {
+		t.Fatalf("a held message: %s", tl)
+	}
+}
+
+// TestMissingRows: an accepted phone without a row (its batch not yet
+// expanded) is counted apart from those whose rows are there.
+func TestMissingRows(t *testing.T) {
+	tl := drilltally.Count([]string{"+1001", "+1002"}, []drilltally.Row{{"+1001", "failed"}}, nil, drilltally.SimStats{})
+	if tl.Missing != 1 || tl.Open != 0 || tl.Lost != 2 {
+		t.Fatalf("one phone failed, one without a row: %+v", tl)
+	}
+}
+
 // TestSimCounts asks a real provider-sim (in-process, over HTTP) for more
 // recipients than one request may name.
 func TestSimCounts(t *testing.T) {
