@@ -146,6 +146,9 @@ type Sender struct {
 
 var pnidSeq = time.Now().UnixNano() % 1_000_000
 
+// NewSender creates a company with one number at perSecond (its own WABA
+// and business portfolio), the template drill_update (en_US, one body
+// parameter), and a campaign and an automation that send it on that number.
 func (e *Env) NewSender(slug string, perSecond int) Sender {
 	e.T.Helper()
 	var s Sender
@@ -153,13 +156,7 @@ func (e *Env) NewSender(slug string, perSecond int) Sender {
 	if s.Company, err = e.Cat.CreateCompany(e.Ctx, catalog.NewCompany{Slug: slug, Name: slug, SubscriptionActive: true, Provisioned: true}); err != nil {
 		e.T.Fatal(err)
 	}
-	pnidSeq++
-	pnid := fmt.Sprintf("77%09d", pnidSeq)
-	if s.Acct, err = e.Cat.CreateMessagingAccount(e.Ctx, catalog.NewMessagingAccount{CompanyID: s.Company.ID, Name: "main",
-		PhoneNumberID: pnid, AccessToken: Token, Connected: true, ThroughputPerSecond: perSecond}); err != nil {
-		e.T.Fatal(err)
-	}
-	e.Sim.Do("PUT", "/_sim/accounts/"+pnid, map[string]any{"token": Token, "throughput_per_second": perSecond}, nil)
+	s.Acct = e.NewNumber(s.Company.ID, "main", perSecond, "", "")
 	if s.Tpl, err = e.Cat.CreateTemplate(e.Ctx, catalog.NewTemplate{CompanyID: s.Company.ID, Template: whatsapp.Template{
 		Name: "drill_update", Language: "en_US", BodyParameters: []whatsapp.Binding{{Source: "first_name", Default: "there"}},
 	}}); err != nil {
@@ -173,6 +170,30 @@ func (e *Env) NewSender(slug string, perSecond int) Sender {
 		e.T.Fatal(err)
 	}
 	return s
+}
+
+// NewNumber gives the company a number that provider-sim serves, at
+// perSecond, in the WhatsApp Business Account waba and the business
+// portfolio given, at Parley and at provider-sim alike; "" leaves either to
+// its default (the number its own WABA, the WABA its own portfolio).
+func (e *Env) NewNumber(companyID int64, name string, perSecond int, waba, portfolio string) catalog.MessagingAccount {
+	e.T.Helper()
+	pnidSeq++
+	pnid := fmt.Sprintf("77%09d", pnidSeq)
+	acct, err := e.Cat.CreateMessagingAccount(e.Ctx, catalog.NewMessagingAccount{CompanyID: companyID, Name: name,
+		PhoneNumberID: pnid, AccessToken: Token, Connected: true, ThroughputPerSecond: perSecond, WABAID: waba, PortfolioID: portfolio})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	sim := map[string]any{"token": Token, "throughput_per_second": perSecond}
+	if waba != "" {
+		sim["waba_id"] = waba
+	}
+	if portfolio != "" {
+		sim["portfolio_id"] = portfolio
+	}
+	e.Sim.Do("PUT", "/_sim/accounts/"+pnid, sim, nil)
+	return acct
 }
 
 // DispatcherEnv is the environment of a dispatcher binary on this env.
@@ -256,6 +277,9 @@ type SimStats struct {
 	DuplicateRecipients int64            `json:"duplicate_recipients"`
 	MaxPerRecipient     int64            `json:"max_per_recipient"`
 	UntrackedSends      int64            `json:"untracked_sends"`
+	// MessagingLimitRefused is the template sends refused past a business
+	// portfolio's messaging limit.
+	MessagingLimitRefused int64 `json:"messaging_limit_refused"`
 }
 
 func (e *Env) SimStats() SimStats {
