@@ -218,6 +218,14 @@ drill-postgres-outage: ## drill: stop a private PostgreSQL cluster for 5 s mid-r
 drills: ## all three drills, about 30 s each
 	@$(DRILL) -run '^TestDrill' ./campaign/
 
+# WhatsApp's rules (testkit/system/whatsapp, docs/drills.md): the real
+# gateway and dispatchers against provider-sim with its rules set through
+# its admin API (pauses and windows scaled by its time factor), counted per
+# recipient at provider-sim. Not in .ci/run.
+.PHONY: drills-whatsapp
+drills-whatsapp: ## drills: a template paused mid-campaign then approved, a template disabled, a portfolio's messaging limit, the pair rate (refusals, held, lost, duplicated at provider-sim; about 3 minutes)
+	@cd testkit/system && go test -tags drill -count=1 -v -timeout 10m -run '^TestDrill' ./whatsapp/
+
 # README "Cluster drill" (testkit/system/cluster). Not among make drills.
 .PHONY: drill-cluster
 drill-cluster: $(NATS_SERVER) ## drill: 3-node JetStream cluster (stream R3), 2 gateways, 2+2 dispatchers; SIGKILL the stream leader, then a dispatcher of each kind (prints lost, duplicated, the 202s/503s of the leader change), then the same on one of each
