@@ -401,6 +401,12 @@ func (e *engine) dispatch(ctx context.Context, acct catalog.MessagingAccount, ms
 	left, _ := e.throttle.WaitEach(ctx, throttleKey(acct), acct.ThroughputPerSecond, len(msgs), func(granted int) {
 		paused := e.pausedNow(acct)
 		for _, m := range msgs[:granted] {
+			if o, refused := e.refusedOutcome(m); refused {
+				// Its template was refused since the claim was checked.
+				e.rec.add(o)
+				e.release(1)
+				continue
+			}
 			if e.fresh(m) && !paused {
 				e.launch(acct, m)
 				continue

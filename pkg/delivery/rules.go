@@ -329,6 +329,39 @@ func (e *engine) refusedAs(id int64, ts record.TemplateStatus) string {
 	return e.refusals[templateVersion{id, ts.ChangedAt}]
 }
 
+// refusedOutcome is the outcome of a claimed message whose template
+// version a provider's refusal has since paused or disabled (refusedAs):
+// held, or failed naming the template; refused is false for the others,
+// which go. A claim waiting for its throughput stops at the first refusal
+// instead of sending the rest of it to be refused too.
+func (e *engine) refusedOutcome(m record.Claimed) (o record.Outcome, refused bool) {
+	if !isTemplate(m) {
+		return o, false
+	}
+	e.pauseMu.Lock()
+	status := e.refusals[templateVersion{m.TemplateID, m.TemplateSeen}]
+	e.pauseMu.Unlock()
+	o = record.Outcome{ID: m.ID, BatchID: m.BatchID, ClaimedAt: m.ClaimedAt, At: e.now(), TemplateID: m.TemplateID}
+	switch status {
+	case record.TemplatePaused:
+		o.Kind, o.Reason = record.OutcomeHold, record.HoldTemplatePaused
+	case record.TemplateDisabled:
+		o.Kind = record.OutcomeFailed
+		o.Code, o.Title = disabledByRefusal(m)
+	default:
+		return o, false
+	}
+	return o, true
+}
+
+// disabledByRefusal is the code and title of a message whose template a
+// provider's 132016 disabled, naming the template as ApplyTemplateChange
+// names it for the template's other messages.
+func disabledByRefusal(m record.Claimed) (code int, title string) {
+	return record.TemplateFailure(record.TemplateStatus{Status: record.TemplateDisabled,
+		Name: m.TemplateName, Language: m.TemplateLanguage, Reason: refusedReason})
+}
+
 // templateRefused records what a provider's refusal says about a template
 // (132015 paused, 132016 disabled) at once, so that its other waiting
 // messages are held or failed before they are claimed: once per status of
@@ -429,8 +462,7 @@ func (e *engine) ruleFailure(acct catalog.MessagingAccount, o record.Outcome, m 
 		e.templateRefused(acct, m, record.TemplateDisabled)
 		// Failed as the template's other messages fail: naming it.
 		if m.TemplateName != "" {
-			o.Code, o.Title = record.TemplateFailure(record.TemplateStatus{Status: record.TemplateDisabled,
-				Name: m.TemplateName, Language: m.TemplateLanguage, Reason: refusedReason})
+			o.Code, o.Title = disabledByRefusal(m)
 		}
 		o.Kind = record.OutcomeFailed
 		return o, true
