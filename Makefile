@@ -234,7 +234,7 @@ drill-cluster: $(NATS_SERVER) ## drill: 3-node JetStream cluster (stream R3), 2 
 .PHONY: bench-delivery
 # The campaign part (testkit/system/campaign/bench_test.go), then the
 # automation part (testkit/system/automation/bench_test.go); both run.
-bench-delivery: ## load test: the campaign dispatcher against its naive floor (msg/s ratio, CPU and PostgreSQL writes per message), msg/s through one dispatcher (latency 0 and 100 ms), per-account rates (at provider-sim and by send times; fails on any 130429), automation latency during a backlog
+bench-delivery: ## load test: the campaign dispatcher against its naive floor (msg/s ratio, CPU and PostgreSQL writes per message), msg/s through one dispatcher (latency 0 and 100 ms), per-account rates (at provider-sim and by send times; fails on any 130429), WhatsApp's rules on against off (pair rate, tier unlimited; fails under 0.95x), automation latency during a backlog
 	@rc=0; (cd testkit/system && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery' ./campaign/) || rc=1; \
 	  (cd testkit/system && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery' ./automation/) || rc=1; \
 	  exit $$rc
