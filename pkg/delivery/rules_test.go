@@ -322,13 +322,16 @@ func TestTemplateSyncRunsInOneProcessPerInterval(t *testing.T) {
 	h.sync = func(context.Context) (int, error) { runs.Add(1); return 0, nil }
 	h.paced = true
 	cfg := testConfig()
-	cfg.TemplateSyncInterval = 3 * time.Second
+	// Longer than the test: each process sweeps every second, and only
+	// the first sweep of the fleet may sync.
+	cfg.TemplateSyncInterval = time.Minute
 	h.start(record.LaneCampaign, cfg)
 	h.start(record.LaneCampaign, cfg)
 	h.start(record.LaneAutomation, cfg)
-	time.Sleep(3500 * time.Millisecond)
+	eventually(t, 5*time.Second, "the first template sync", func() bool { return runs.Load() > 0 })
+	time.Sleep(3 * cfg.SweepInterval)
 	if n := runs.Load(); n != 1 {
-		t.Fatalf("the template sync ran %d times in 3.5 s, want once", n)
+		t.Fatalf("the template sync ran %d times in three sweeps of three processes, want once per interval", n)
 	}
 }
 
