@@ -84,25 +84,32 @@ func (e *engine) checkTemplates(ctx context.Context, msgs []record.Claimed) []re
 	at := e.now()
 	keep := msgs[:0]
 	for _, m := range msgs {
-		o := record.Outcome{ID: m.ID, BatchID: m.BatchID, ClaimedAt: m.ClaimedAt, At: at, TemplateID: m.TemplateID}
 		ts := st[m.TemplateID]
-		switch s := ts.Status; {
-		case !isTemplate(m) || s == "" || s == record.TemplateApproved:
+		if !isTemplate(m) || ts.Status == "" || ts.Status == record.TemplateApproved {
 			m.TemplateSeen, m.TemplateName, m.TemplateLanguage = ts.ChangedAt, ts.Name, ts.Language
 			keep = append(keep, m)
 			continue
-		case s == record.TemplatePending || s == record.TemplatePaused:
-			o.Kind, o.Reason = record.OutcomeHold, record.HoldTemplatePaused
-			if s == record.TemplatePending {
-				o.Reason = record.HoldTemplatePending
-			}
-		default: // DISABLED, REJECTED
-			o.Kind = record.OutcomeFailed
-			o.Code, o.Title = record.TemplateFailure(ts)
 		}
-		e.rec.add(o)
+		e.rec.add(templateOutcome(record.Outcome{ID: m.ID, BatchID: m.BatchID, ClaimedAt: m.ClaimedAt, At: at,
+			TemplateID: m.TemplateID}, ts))
 	}
 	return keep
+}
+
+// templateOutcome is the outcome of a message whose template is not
+// APPROVED: held while it is PENDING or PAUSED, failed naming it (132016
+// or 900006, with the reason) when it is DISABLED or REJECTED.
+func templateOutcome(o record.Outcome, ts record.TemplateStatus) record.Outcome {
+	switch ts.Status {
+	case record.TemplatePending:
+		o.Kind, o.Reason = record.OutcomeHold, record.HoldTemplatePending
+	case record.TemplatePaused:
+		o.Kind, o.Reason = record.OutcomeHold, record.HoldTemplatePaused
+	default:
+		o.Kind = record.OutcomeFailed
+		o.Code, o.Title = record.TemplateFailure(ts)
+	}
+	return o
 }
 
 // pacePairs keeps two messages from the account's number to one user the
@@ -324,9 +331,15 @@ func (e *engine) refusedAs(id int64, ts record.TemplateStatus) string {
 	if ts.Status != record.TemplateApproved {
 		return ""
 	}
+	return e.refusal(templateVersion{id, ts.ChangedAt})
+}
+
+// refusal is the status a provider's refusal gave the template version v,
+// or "".
+func (e *engine) refusal(v templateVersion) string {
 	e.pauseMu.Lock()
 	defer e.pauseMu.Unlock()
-	return e.refusals[templateVersion{id, ts.ChangedAt}]
+	return e.refusals[v]
 }
 
 // refusedOutcome is the outcome of a claimed message whose template
@@ -334,32 +347,23 @@ func (e *engine) refusedAs(id int64, ts record.TemplateStatus) string {
 // held, or failed naming the template; refused is false for the others,
 // which go. A claim waiting for its throughput stops at the first refusal
 // instead of sending the rest of it to be refused too.
-func (e *engine) refusedOutcome(m record.Claimed) (o record.Outcome, refused bool) {
+func (e *engine) refusedOutcome(m record.Claimed) (record.Outcome, bool) {
 	if !isTemplate(m) {
-		return o, false
+		return record.Outcome{}, false
 	}
-	e.pauseMu.Lock()
-	status := e.refusals[templateVersion{m.TemplateID, m.TemplateSeen}]
-	e.pauseMu.Unlock()
-	o = record.Outcome{ID: m.ID, BatchID: m.BatchID, ClaimedAt: m.ClaimedAt, At: e.now(), TemplateID: m.TemplateID}
-	switch status {
-	case record.TemplatePaused:
-		o.Kind, o.Reason = record.OutcomeHold, record.HoldTemplatePaused
-	case record.TemplateDisabled:
-		o.Kind = record.OutcomeFailed
-		o.Code, o.Title = disabledByRefusal(m)
-	default:
-		return o, false
+	status := e.refusal(templateVersion{m.TemplateID, m.TemplateSeen})
+	if status == "" {
+		return record.Outcome{}, false
 	}
-	return o, true
+	o := record.Outcome{ID: m.ID, BatchID: m.BatchID, ClaimedAt: m.ClaimedAt, At: e.now(), TemplateID: m.TemplateID}
+	return templateOutcome(o, refusedTemplate(m, status)), true
 }
 
-// disabledByRefusal is the code and title of a message whose template a
-// provider's 132016 disabled, naming the template as ApplyTemplateChange
-// names it for the template's other messages.
-func disabledByRefusal(m record.Claimed) (code int, title string) {
-	return record.TemplateFailure(record.TemplateStatus{Status: record.TemplateDisabled,
-		Name: m.TemplateName, Language: m.TemplateLanguage, Reason: refusedReason})
+// refusedTemplate is the template of m as a provider's refusal left it:
+// named, with the refusal as its reason, as ApplyTemplateChange names it
+// for the template's other messages.
+func refusedTemplate(m record.Claimed, status string) record.TemplateStatus {
+	return record.TemplateStatus{Status: status, Name: m.TemplateName, Language: m.TemplateLanguage, Reason: refusedReason}
 }
 
 // templateRefused records what a provider's refusal says about a template
@@ -461,10 +465,10 @@ func (e *engine) ruleFailure(acct catalog.MessagingAccount, o record.Outcome, m 
 	case pe.Code == codeTemplateDisabled && isTemplate(m):
 		e.templateRefused(acct, m, record.TemplateDisabled)
 		// Failed as the template's other messages fail: naming it.
-		if m.TemplateName != "" {
-			o.Code, o.Title = disabledByRefusal(m)
-		}
 		o.Kind = record.OutcomeFailed
+		if m.TemplateName != "" {
+			o = templateOutcome(o, refusedTemplate(m, record.TemplateDisabled))
+		}
 		return o, true
 	case pe.Code == codeMarketingLimit && m.LastCode != codeMarketingLimit:
 		// Meta reports 131049 in a failed status (record.ApplyStatuses
