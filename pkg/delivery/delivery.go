@@ -120,6 +120,12 @@ type Config struct {
 	// fleet reads every WhatsApp Business Account's templates from the
 	// provider and applies what its webhooks missed (Deps.SyncTemplates).
 	TemplateSyncInterval time.Duration `env:"PARLEY_TEMPLATE_SYNC_INTERVAL" envDefault:"5m"`
+	// MessagesRetention is how long the record keeps messages and inbound
+	// messages (record.KeepRecord, run by the campaign lane's sweeps every
+	// hour): a week (a partition) is dropped whole once it ended this long
+	// ago and none of its messages can still be sent. At least a week; 0
+	// keeps everything. The counters of the reports are kept.
+	MessagesRetention time.Duration `env:"PARLEY_MESSAGES_RETENTION" envDefault:"2160h"`
 }
 
 // Validate reports every problem at once. providerTimeout is the channel
@@ -156,6 +162,9 @@ func (c Config) Validate(providerTimeout time.Duration) error {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive", d.name))
 		}
+	}
+	if c.MessagesRetention != 0 && c.MessagesRetention < 7*24*time.Hour {
+		errs = append(errs, errors.New("PARLEY_MESSAGES_RETENTION must be at least 168h (a week), or 0 to keep everything"))
 	}
 	if c.PairInterval < 0 || c.MarketingLimitRetry < 0 {
 		errs = append(errs, errors.New("PARLEY_DISPATCH_PAIR_INTERVAL and PARLEY_DISPATCH_MARKETING_LIMIT_RETRY must not be negative"))

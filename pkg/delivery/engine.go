@@ -73,6 +73,8 @@ type engine struct {
 	// last tried it.
 	syncTemplates func(ctx context.Context) (int, error)
 	lastSync      time.Time
+	// lastKeep is when this process last ran record.KeepRecord.
+	lastKeep time.Time
 }
 
 type laneWorker struct {
@@ -214,6 +216,7 @@ func (e *engine) sweep(ctx context.Context) {
 		e.warn("sweep status backlog", zap.Error(err))
 	}
 	e.syncDue(ctx, now)
+	e.keepRecordDue(ctx, now)
 	if n, err := record.ReleaseDueHolds(qctx, e.pool, now, e.cfg.MarketingLimitRetry); err != nil && ctx.Err() == nil {
 		e.warn("release held messages", zap.Error(err))
 	} else if n > 0 {

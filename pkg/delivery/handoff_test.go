@@ -10,11 +10,12 @@ import (
 )
 
 // claimedAtCreation says, for each message of a batch in seq order,
-// whether its expansion claimed it (a hand-off: claimed_at is its
-// created_at) rather than a lane worker later.
+// whether its expansion claimed it (a hand-off: claimed_at is the
+// expansion's time, which is also the not_before of a batch due at once)
+// rather than a lane worker later. (created_at is the batch's accepted_at.)
 func (f *fixture) claimedAtCreation(batchID string) []bool {
 	f.t.Helper()
-	rows, err := f.pool.Query(f.ctx, `SELECT claimed_at IS NOT NULL AND claimed_at = created_at FROM messages
+	rows, err := f.pool.Query(f.ctx, `SELECT claimed_at IS NOT NULL AND claimed_at = not_before FROM messages
 		WHERE batch_id = $1 ORDER BY seq`, batchID)
 	if err != nil {
 		f.t.Fatal(err)

@@ -436,6 +436,34 @@ func (e *engine) syncDue(ctx context.Context, now time.Time) {
 	}
 }
 
+// keepRecordInterval is how often the campaign lane's sweeps create the
+// record's weeks ahead and apply its retention.
+const keepRecordInterval = time.Hour
+
+// keepRecordDue runs record.KeepRecord at the first sweep and every
+// keepRecordInterval after it (every campaign dispatcher does; the SQL
+// serialises them).
+func (e *engine) keepRecordDue(ctx context.Context, now time.Time) {
+	if e.lane != record.LaneCampaign || !e.lastKeep.IsZero() && now.Sub(e.lastKeep) < keepRecordInterval {
+		return
+	}
+	e.lastKeep = now
+	kctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	k, err := record.KeepRecord(kctx, e.pool, now, e.cfg.MessagesRetention)
+	if err != nil && ctx.Err() == nil {
+		e.warn("record lifetime", zap.Error(err))
+	}
+	if len(k.Created) > 0 || len(k.Dropped) > 0 {
+		e.log.Info("record lifetime", zap.Strings("created", k.Created), zap.Strings("dropped", k.Dropped),
+			zap.Duration("retention", e.cfg.MessagesRetention))
+	}
+	if len(k.Open) > 0 {
+		e.log.Warn("record lifetime: weeks past the retention kept, messages in them can still be sent",
+			zap.Strings("weeks", k.Open))
+	}
+}
+
 // The provider's answers that are WhatsApp's rules rather than errors.
 const (
 	codeTemplatePaused   = 132015

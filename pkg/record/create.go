@@ -139,9 +139,9 @@ func FinishExpansion(ctx context.Context, tx pgx.Tx, id string, status BatchStat
 func InsertFailed(ctx context.Context, tx pgx.Tx, lane Lane, batchID string, companyID int64, phones []string, why string, now time.Time) error {
 	_, err := tx.Exec(ctx, `
 		INSERT INTO messages (batch_id, seq, company_id, phone, state, lane, error_title, failed_at, not_before, created_at, updated_at)
-		SELECT $1, p.ord - 1, $2, p.phone, 'failed', $3, $4, $5, $5, $5, $5
+		SELECT $1, p.ord - 1, $2, p.phone, 'failed', $3, $4, $5, $5, (SELECT accepted_at FROM batches WHERE id = $1), $5
 		FROM unnest($6::text[]) WITH ORDINALITY AS p(phone, ord)
-		ON CONFLICT (batch_id, seq) DO NOTHING`, batchID, companyID, string(lane), why, now, phones)
+		ON CONFLICT (batch_id, seq, created_at) DO NOTHING`, batchID, companyID, string(lane), why, now, phones)
 	if err != nil {
 		return fmt.Errorf("record failed messages of batch %s: %w", batchID, err)
 	}
@@ -169,10 +169,11 @@ func InsertSegmentMessages(ctx context.Context, tx pgx.Tx, m NewMessages, segmen
 	t, err := tx.Exec(ctx, `
 		INSERT INTO messages (batch_id, seq, company_id, contact_id, phone, messaging_account_id, state, not_before,
 			lane, template_id, bypass_rules, created_at, updated_at)
-		SELECT $1, (row_number() OVER (ORDER BY c.id)) - 1, $2, c.id, c.phone, $3, $4, $5, 'campaign', $6, $7, $8, $8
+		SELECT $1, (row_number() OVER (ORDER BY c.id)) - 1, $2, c.id, c.phone, $3, $4, $5, 'campaign', $6, $7,
+			(SELECT accepted_at FROM batches WHERE id = $1), $8
 		FROM segment_members sm JOIN contacts c ON c.id = sm.contact_id
 		WHERE sm.segment_id = $9 AND c.company_id = $2
-		ON CONFLICT (batch_id, seq) DO NOTHING`,
+		ON CONFLICT (batch_id, seq, created_at) DO NOTHING`,
 		m.BatchID, m.CompanyID, m.AccountID, string(m.State), m.NotBefore, m.TemplateID, m.BypassRules, m.At, segmentID)
 	if err != nil {
 		return 0, fmt.Errorf("expand batch %s: %w", m.BatchID, err)
@@ -186,10 +187,10 @@ func InsertPhoneMessages(ctx context.Context, tx pgx.Tx, m NewMessages, phones [
 	t, err := tx.Exec(ctx, `
 		INSERT INTO messages (batch_id, seq, company_id, contact_id, phone, messaging_account_id, state, not_before,
 			lane, template_id, bypass_rules, created_at, updated_at)
-		SELECT $1, p.ord - 1, $2, c.id, p.phone, $3, $4, $5, 'campaign', $6, $7, $8, $8
+		SELECT $1, p.ord - 1, $2, c.id, p.phone, $3, $4, $5, 'campaign', $6, $7, (SELECT accepted_at FROM batches WHERE id = $1), $8
 		FROM unnest($9::text[]) WITH ORDINALITY AS p(phone, ord)
 		LEFT JOIN contacts c ON c.company_id = $2 AND c.phone = p.phone
-		ON CONFLICT (batch_id, seq) DO NOTHING`,
+		ON CONFLICT (batch_id, seq, created_at) DO NOTHING`,
 		m.BatchID, m.CompanyID, m.AccountID, string(m.State), m.NotBefore, m.TemplateID, m.BypassRules, m.At, phones)
 	if err != nil {
 		return 0, fmt.Errorf("expand batch %s: %w", m.BatchID, err)
@@ -213,7 +214,7 @@ WITH src AS (%s), ins AS (
 	SELECT $1, s.seq, $2, s.contact_id, s.phone, $3,
 		(CASE WHEN s.seq >= $10 THEN $4
 			WHEN NOT $7 AND s.opted_out_at IS NOT NULL THEN 'skipped_opt_out' ELSE 'sending' END)::message_state,
-		$5, 'campaign', $6, $7, $8, $8,
+		$5, 'campaign', $6, $7, (SELECT accepted_at FROM batches WHERE id = $1), $8,
 		CASE WHEN s.seq < $10 THEN $8::timestamptz END,
 		CASE WHEN s.seq < $10 AND NOT $7 AND s.opted_out_at IS NOT NULL THEN $8::timestamptz END
 	FROM src s
@@ -302,9 +303,9 @@ func InsertAutomationMessages(ctx context.Context, tx pgx.Tx, m NewMessages, msg
 		INSERT INTO messages (batch_id, seq, company_id, contact_id, phone, messaging_account_id, state, not_before,
 			lane, template_id, bypass_rules, overrides, created_at, updated_at)
 		SELECT $1, u.seq, $2, u.contact_id, u.phone, $3, 'queued', $4, 'automation', $5, true,
-			NULLIF(u.ov, '{}')::jsonb, $4, $4
+			NULLIF(u.ov, '{}')::jsonb, (SELECT accepted_at FROM batches WHERE id = $1), $4
 		FROM unnest($6::int[], $7::bigint[], $8::text[], $9::text[]) AS u(seq, contact_id, phone, ov)
-		ON CONFLICT (batch_id, seq) DO NOTHING`,
+		ON CONFLICT (batch_id, seq, created_at) DO NOTHING`,
 		m.BatchID, m.CompanyID, m.AccountID, m.At, m.TemplateID, seqs, ids, phones, ovs)
 	if err != nil {
 		return 0, fmt.Errorf("expand batch %s: %w", m.BatchID, err)
@@ -343,11 +344,12 @@ func InsertBatchMessages(ctx context.Context, tx pgx.Tx, m NewMessages, entries 
 		INSERT INTO messages (batch_id, seq, company_id, contact_id, phone, messaging_account_id, state, not_before,
 			lane, template_id, bypass_rules, overrides, error_title, failed_at, created_at, updated_at)
 		SELECT $1, u.seq, $2, c.id, u.phone, u.account, u.state::message_state, $3, 'campaign', u.template, $4,
-			NULLIF(u.ov, '{}')::jsonb, u.failure, CASE WHEN u.failure IS NULL THEN NULL ELSE $5::timestamptz END, $5, $5
+			NULLIF(u.ov, '{}')::jsonb, u.failure, CASE WHEN u.failure IS NULL THEN NULL ELSE $5::timestamptz END,
+			(SELECT accepted_at FROM batches WHERE id = $1), $5
 		FROM unnest($6::int[], $7::text[], $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::text[])
 			AS u(seq, phone, account, template, state, ov, failure)
 		LEFT JOIN contacts c ON c.company_id = $2 AND c.phone = u.phone
-		ON CONFLICT (batch_id, seq) DO NOTHING`,
+		ON CONFLICT (batch_id, seq, created_at) DO NOTHING`,
 		m.BatchID, m.CompanyID, m.NotBefore, m.BypassRules, m.At, seqs, phones, accounts, templates, states, ovs, failures)
 	if err != nil {
 		return 0, fmt.Errorf("expand batch %s: %w", m.BatchID, err)
@@ -401,10 +403,10 @@ func InsertReply(ctx context.Context, tx pgx.Tx, m NewMessages, r Reply) (int, e
 	t, err := tx.Exec(ctx, `
 		INSERT INTO messages (id, batch_id, seq, company_id, contact_id, phone, messaging_account_id, state, not_before,
 			lane, template_id, bypass_rules, overrides, content, created_at, updated_at)
-		OVERRIDING SYSTEM VALUE
-		SELECT $1, $2, 0, $3, c.id, $4, $5, 'queued', $6, 'automation', $7, true, NULLIF($8, '{}')::jsonb, $9::jsonb, $6, $6
+		SELECT $1, $2, 0, $3, c.id, $4, $5, 'queued', $6, 'automation', $7, true, NULLIF($8, '{}')::jsonb, $9::jsonb,
+			(SELECT accepted_at FROM batches WHERE id = $2), $6
 		FROM (SELECT 1) one LEFT JOIN contacts c ON c.company_id = $3 AND c.phone = $4
-		ON CONFLICT (batch_id, seq) DO NOTHING`,
+		ON CONFLICT (batch_id, seq, created_at) DO NOTHING`,
 		r.ID, m.BatchID, m.CompanyID, r.Phone, r.AccountID, m.At, tpl, r.Overrides, r.Content)
 	if err != nil {
 		return 0, fmt.Errorf("expand reply %s: %w", m.BatchID, err)

@@ -43,7 +43,7 @@ WITH quoted AS (
 	INSERT INTO inbound_messages (company_id, messaging_account_id, phone, wamid, type, content,
 		context_wamid, context_message_id, context_batch_id, sent_at, received_at)
 	SELECT $1, $2, $3, $4, $5, $6, NULLIF($7, ''), (SELECT id FROM quoted), (SELECT batch_id FROM quoted), $8, $9
-	ON CONFLICT (wamid) DO NOTHING
+	ON CONFLICT (wamid, sent_at) DO NOTHING
 	RETURNING id, context_message_id, context_batch_id::text
 ), con AS (
 	-- The sender becomes the company's contact, with its profile name
@@ -56,7 +56,7 @@ WITH quoted AS (
 	RETURNING (xmax = 0) AS created
 ), win AS (
 	INSERT INTO conversation_windows AS w (messaging_account_id, phone, company_id, last_inbound_at, last_inbound_id)
-	SELECT $2, $3, $1, $8, ins.id FROM ins
+	SELECT $2, $3, $1, $12, ins.id FROM ins
 	ON CONFLICT (messaging_account_id, phone) DO UPDATE SET
 		last_inbound_id = CASE WHEN EXCLUDED.last_inbound_at >= w.last_inbound_at THEN EXCLUDED.last_inbound_id ELSE w.last_inbound_id END,
 		last_inbound_at = GREATEST(w.last_inbound_at, EXCLUDED.last_inbound_at)
@@ -123,7 +123,13 @@ func Receive(ctx context.Context, db TxDB, msgs []whatsapp.InboundMessage, now t
 }
 
 func receiveOne(ctx context.Context, tx pgx.Tx, n number, set contacts.OptOutSettings, m whatsapp.InboundMessage, now time.Time, res *InboundResult) error {
-	at := m.Timestamp
+	// sent_at is the webhook's own time, as it says, so that a webhook
+	// repeated later finds its row (the time is in the table's unique key:
+	// its partition key).
+	sentAt, at := m.Timestamp, m.Timestamp
+	if sentAt.IsZero() {
+		sentAt = now
+	}
 	if at.IsZero() || at.After(now) {
 		// No time, or a clock ahead of ours: the window runs from when
 		// Parley heard of it.
@@ -141,7 +147,7 @@ func receiveOne(ctx context.Context, tx pgx.Tx, n number, set contacts.OptOutSet
 	optedOut, reason, word, asks := set.Match(m.Text, m.ButtonPayload)
 	profile := truncate(m.ProfileName, 256)
 	err = tx.QueryRow(ctx, receiveSQL, n.companyID, n.accountID, m.From, m.ID, m.Content.Type, content,
-		m.ContextID, at, now, !asks, profile).Scan(&id, &quotedID, &quotedBatch, &windowFrom, &created)
+		m.ContextID, sentAt, now, !asks, profile, at).Scan(&id, &quotedID, &quotedBatch, &windowFrom, &created)
 	if errors.Is(err, pgx.ErrNoRows) {
 		res.Repeated++
 		return nil

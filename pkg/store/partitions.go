@@ -118,6 +118,9 @@ func DropExpired(ctx context.Context, pool *pgxpool.Pool, e Expiring, cutoff tim
 			continue
 		}
 		gone, err := dropOne(ctx, pool, e, p.Name)
+		if errors.Is(err, errGone) {
+			continue // another process dropped it since the list
+		}
 		if err != nil {
 			return dropped, open, err
 		}
@@ -130,6 +133,9 @@ func DropExpired(ctx context.Context, pool *pgxpool.Pool, e Expiring, cutoff tim
 	return dropped, open, nil
 }
 
+// errGone is a partition dropped by another process since it was listed.
+var errGone = errors.New("partition gone")
+
 // dropOne drops one partition (and its With) unless it holds open rows.
 func dropOne(ctx context.Context, pool *pgxpool.Pool, e Expiring, name string) (bool, error) {
 	isOpen := func(db interface {
@@ -140,6 +146,9 @@ func dropOne(ctx context.Context, pool *pgxpool.Pool, e Expiring, name string) (
 		}
 		var found bool
 		err := db.QueryRow(ctx, fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s WHERE %s)`, pgx.Identifier{name}.Sanitize(), e.Open)).Scan(&found)
+		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+			return false, errGone
+		}
 		if err != nil {
 			return false, fmt.Errorf("open rows of %s: %w", name, err)
 		}
