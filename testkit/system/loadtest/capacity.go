@@ -683,7 +683,9 @@ func tableReport(ctx context.Context, w io.Writer, pool *pgxpool.Pool, before ma
 	}
 	fmt.Fprintf(w, "  rows written per message by table: %s\n", strings.Join(parts, "; "))
 	var rowsN, heap, idx int64
-	if err := pool.QueryRow(ctx, `SELECT count(*), pg_relation_size('messages'), pg_indexes_size('messages') FROM messages`).Scan(&rowsN, &heap, &idx); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM messages),
+		sum(pg_relation_size(p.relid))::bigint, sum(pg_indexes_size(p.relid))::bigint
+		FROM pg_partition_tree('messages') p WHERE p.isleaf`).Scan(&rowsN, &heap, &idx); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "  messages table: %d rows, %.0f bytes per row in the heap and %.0f in its indexes (after the updates, before any vacuum)\n",
