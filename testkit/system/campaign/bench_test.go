@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/parleyhq/parley/testkit/drillenv"
@@ -168,6 +169,9 @@ type floorPhase struct {
 	cpu   map[string]time.Duration
 	pg    pgwrites.Counters
 	polls int
+	// vacuum is the PostgreSQL CPU per message, in µs, of the VACUUM
+	// (ANALYZE) after the phase.
+	vacuum float64
 }
 
 func (f floorPhase) rate(n int) float64 { return float64(n) / f.wall.Seconds() }
@@ -332,8 +336,41 @@ func benchFloor(t *testing.T) {
 	// next hands the stream to the next phase's dispatcher: the work-queue
 	// stream takes one consumer per subject, so every consumer goes (and
 	// every batch must have been acked); the provider forgets the sends.
-	next := func() {
+	// First it runs a VACUUM (ANALYZE) of the database and returns its
+	// PostgreSQL CPU per message: every phase starts on tables vacuumed
+	// and analysed, whatever the one before it wrote. The phases come in a
+	// fixed order, and autovacuum (whose launcher wakes once a minute, in a
+	// bench of a few minutes) could otherwise do one phase's cleanup in the
+	// next: the floor keeping the messages row after the campaign
+	// dispatcher's updates.
+	next := func() float64 {
 		t.Helper()
+		// A connection of its own, closed after: its counters are reported
+		// as it ends, not during the next phase.
+		conn, err := pgx.Connect(e.Ctx, e.DBURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pid int
+		if err := conn.QueryRow(e.Ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		c0, err := proccpu.Own(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(e.Ctx, `VACUUM (ANALYZE)`); err != nil {
+			t.Fatal(err)
+		}
+		c1, err := proccpu.Own(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.Close(e.Ctx); err != nil {
+			t.Fatal(err)
+		}
+		vacuum := float64((c1 - c0).Microseconds()) / n
+		t.Logf("  VACUUM (ANALYZE) of the database: %.1f µs of PostgreSQL CPU per message (in no figure of a phase)", vacuum)
 		st, err := e.JS.Stream(e.Ctx, e.BusCfg.Stream)
 		if err != nil {
 			t.Fatal(err)
@@ -359,6 +396,7 @@ func benchFloor(t *testing.T) {
 			t.Fatalf("%d messages left in the stream after a phase", info.State.Msgs)
 		}
 		e.Sim.Do("POST", "/_sim/reset", nil, nil)
+		return vacuum
 	}
 	startNaive := func(mode, proc string) *serviceproc.Process {
 		t.Helper()
@@ -373,6 +411,7 @@ func benchFloor(t *testing.T) {
 		messagesSent = `SELECT count(*) FROM messages WHERE batch_id = ANY($1::uuid[]) AND state = 'sent'`
 	)
 
+	next() // the first phase starts as settled as the others
 	var runs []floorRun
 	for i := range *floorRuns {
 		var r floorRun
@@ -382,7 +421,7 @@ func benchFloor(t *testing.T) {
 		r.messages, _ = run(floorMessages, procMessages, startNaive(naiveMessages, procMessages), phones, batchesDone, messagesSent)
 		report(r.messages)
 		tally(floorMessages, phones)
-		next()
+		r.messages.vacuum = next()
 
 		phones = e.NextPhones(n)
 		var ids []string
@@ -412,14 +451,14 @@ func benchFloor(t *testing.T) {
 			ids).Scan(&failed); err != nil || failed != 0 {
 			t.Errorf("%s: %d failed outcomes (%v)", floorOutcomes, failed, err)
 		}
-		next()
+		r.outcomes.vacuum = next()
 
 		phones = e.NextPhones(n)
 		d, _ := e.StartCampaign("PARLEY_DISPATCH_WORKERS="+workers, "PARLEY_WHATSAPP_MAX_CONNS="+workers)
 		r.dispatcher, _ = run(procCampaign, procCampaign, d, phones, batchesDone, messagesSent)
 		report(r.dispatcher)
 		tally(procCampaign, phones)
-		next()
+		r.dispatcher.vacuum = next()
 
 		t.Logf("run %d: dispatcher/%s %.2fx, dispatcher/%s %.2fx; the first floor/the second %.2fx",
 			i+1, floorMessages, r.dispatcher.rate(n)/r.messages.rate(n), floorOutcomes, r.dispatcher.rate(n)/r.outcomes.rate(n),
@@ -450,8 +489,8 @@ func benchFloor(t *testing.T) {
 		for _, k := range []string{f.proc, "provider-sim", "postgres", testProcess} {
 			parts = append(parts, fmt.Sprintf("%s %.1f", k, med(func(r floorRun) float64 { return ph(r).cpuPer(k, n) })))
 		}
-		t.Logf("%s: %.0f msg/s (runs %v); CPU µs per message: %s; PostgreSQL per message: %.3f commits, %.3f rows inserted, %.3f updated, WAL %.0f bytes",
-			f.name, median(rates), rounded(rates), strings.Join(parts, ", "),
+		t.Logf("%s: %.0f msg/s (runs %v); CPU µs per message: %s (then VACUUM %.1f); PostgreSQL per message: %.3f commits, %.3f rows inserted, %.3f updated, WAL %.0f bytes",
+			f.name, median(rates), rounded(rates), strings.Join(parts, ", "), med(func(r floorRun) float64 { return ph(r).vacuum }),
 			med(func(r floorRun) float64 { return float64(ph(r).pg.Commits) / n }),
 			med(func(r floorRun) float64 { return float64(ph(r).pg.Inserted) / n }),
 			med(func(r floorRun) float64 { return float64(ph(r).pg.Updated) / n }),
