@@ -234,16 +234,17 @@ drill-cluster: $(NATS_SERVER) ## drill: 3-node JetStream cluster (stream R3), 2 
 .PHONY: bench-delivery
 # The campaign part (testkit/system/campaign/bench_test.go), then the
 # automation part (testkit/system/automation/bench_test.go); both run.
-bench-delivery: ## load test: the campaign dispatcher against its naive floor (msg/s ratio, CPU and PostgreSQL writes per message), msg/s through one dispatcher (latency 0 and 100 ms), per-account rates (at provider-sim and by send times; fails on any 130429), WhatsApp's rules on against off (pair rate, tier unlimited; fails under 0.95x), automation latency during a backlog
-	@rc=0; (cd testkit/system && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery' ./campaign/) || rc=1; \
+bench-delivery: ## load test: the campaign dispatcher against its two naive floors (msg/s ratios, CPU and PostgreSQL writes per message; median of 5 alternating runs), msg/s through one dispatcher (latency 0 and 100 ms), per-account rates (at provider-sim and by send times; fails on any 130429), WhatsApp's rules on against off (pair rate, tier unlimited; fails under 0.95x), automation latency during a backlog
+	@rc=0; (cd testkit/system && go test -tags bench -count=1 -v -timeout 20m -run '^TestBenchDelivery' ./campaign/) || rc=1; \
 	  (cd testkit/system && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery' ./automation/) || rc=1; \
 	  exit $$rc
 
 # The first part of bench-delivery alone: the campaign dispatcher against
-# its naive floor.
+# its naive floors. FLOOR_RUNS=1 is a quick check (one run, no median).
+FLOOR_RUNS ?= 5
 .PHONY: bench-delivery-floor
-bench-delivery-floor: ## load test: the campaign dispatcher against a naive dispatcher on the same 20,000 messages (msg/s and ratio, CPU per message by process, PostgreSQL writes and WAL per message; fails on lost or duplicated sends, or a ratio under 1.0x)
-	@cd testkit/system && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery$$/^Floor' ./campaign/
+bench-delivery-floor: ## load test: the campaign dispatcher against two naive dispatchers, one keeping Parley's messages row (the target) and one its own outcome table (printed beside it), 20,000 new messages per phase, median of FLOOR_RUNS (5) alternating runs (msg/s and ratios, CPU per message by process, PostgreSQL writes and WAL per message; fails on lost, duplicated or failed sends, or a median ratio to the messages-row floor under 1.0x)
+	@cd testkit/system && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchDelivery$$/^Floor' ./campaign/ -floor-runs=$(FLOOR_RUNS)
 
 # The CSV export (pkg/record/export_bench_test.go): record.Export through
 # csvexport to a counter, against the local PostgreSQL.
