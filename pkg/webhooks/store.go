@@ -798,18 +798,3 @@ func truncate(s string, n int) string {
 func utf8ValidEnd(s string) bool {
 	return strings.ToValidUTF8(s, "\uFFFD") == s
 }
-
-// Prune deletes attempts, and deliveries no longer pending, older than the
-// retention at now. It returns how many rows went.
-func (s *Store) Prune(ctx context.Context, now time.Time) (int64, error) {
-	cut := now.Add(-s.cfg.AttemptRetention)
-	a, err := s.pool.Exec(ctx, `DELETE FROM webhook_attempts WHERE attempted_at < $1`, cut)
-	if err != nil {
-		return 0, fmt.Errorf("prune webhook attempts: %w", err)
-	}
-	d, err := s.pool.Exec(ctx, `DELETE FROM webhook_deliveries WHERE status <> 'pending' AND updated_at < $1`, cut)
-	if err != nil {
-		return a.RowsAffected(), fmt.Errorf("prune webhook deliveries: %w", err)
-	}
-	return a.RowsAffected() + d.RowsAffected(), nil
-}

@@ -136,6 +136,8 @@ func (s *Sender) warn(msg string, fields ...zap.Field) { s.warner.Warn(msg, fiel
 // ended are aborted, and recorded as failed attempts to retry), and hands
 // the deliveries it held but did not send back to the table.
 func (s *Sender) Run(ctx context.Context) error {
+	// Before the first delivery: its week's partition exists.
+	s.keepDeliveries(ctx)
 	if _, err := EnsureStream(ctx, s.js, s.cfg.Stream, s.prefix, s.repl); err != nil {
 		return err
 	}
@@ -187,6 +189,7 @@ func (s *Sender) Run(ctx context.Context) error {
 	run(1, s.poll)
 	run(1, s.renew)
 	run(1, s.gauges)
+	run(1, s.keep)
 	s.log.Info("sending webhooks", zap.String("stream", s.cfg.Stream), zap.String("consumer", ConsumerName))
 	<-ctx.Done()
 	abort := time.AfterFunc(s.cfg.ShutdownTimeout, s.abortSends)
@@ -264,6 +267,47 @@ func (s *Sender) renew(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			s.warn("renew delivery leases", zap.Error(err))
 		}
+	}
+}
+
+// keepInterval is how often the deliveries' weeks are created ahead and
+// the expired ones dropped.
+const keepInterval = 10 * time.Minute
+
+// keep runs keepDeliveries every keepInterval until ctx ends.
+func (s *Sender) keep(ctx context.Context) {
+	t := time.NewTicker(keepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.keepDeliveries(ctx)
+		}
+	}
+}
+
+// keepDeliveries creates the deliveries' and attempts' weeks ahead and
+// drops those past PARLEY_WEBHOOKS_ATTEMPT_RETENTION that hold no pending
+// delivery (webhooks.KeepDeliveries). A failure is logged and left for the
+// next run: a delivery whose week has no partition yet goes to the default
+// one.
+func (s *Sender) keepDeliveries(ctx context.Context) {
+	qctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	k, err := s.store.KeepDeliveries(qctx, s.now())
+	if len(k.Created) > 0 {
+		s.log.Info("webhook deliveries: weeks created", zap.Strings("partitions", k.Created))
+	}
+	if len(k.Dropped) > 0 {
+		s.log.Info("webhook deliveries: weeks past the retention dropped", zap.Strings("partitions", k.Dropped))
+	}
+	if len(k.Open) > 0 {
+		s.warn("webhook deliveries: weeks past the retention kept, a delivery in them is pending", zap.Strings("partitions", k.Open))
+	}
+	if err != nil && ctx.Err() == nil {
+		s.warn("keep the webhook deliveries' weeks", zap.Error(err))
 	}
 }
 
