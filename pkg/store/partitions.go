@@ -105,7 +105,9 @@ const DropLockTimeout = time.Second
 // DropExpired drops the partitions of e.Parent whose range ended at or
 // before cutoff and that hold no open row, with theirs of e.With, each in
 // one transaction that locks the tables (parent first, so that it cannot
-// deadlock with statements on them) for the check and the drop. It
+// deadlock with statements on them; e.Parent before e.With, the order in
+// which writers take them: a delivery, then its attempt) for the check
+// and the drop. It
 // returns what it dropped and what it kept because it is still open; a
 // busy table (ErrPartitionBusy) stops it.
 func DropExpired(ctx context.Context, pool *pgxpool.Pool, e Expiring, cutoff time.Time) (dropped, open []string, err error) {
@@ -159,11 +161,11 @@ func dropOne(ctx context.Context, pool *pgxpool.Pool, e Expiring, name string) (
 		return false, err
 	}
 	suffix := strings.TrimPrefix(name, e.Parent)
-	tables := make([]string, 0, 2*len(e.With)+2)
+	tables := make([]string, 0, len(e.With)+1)
+	tables = append(tables, pgx.Identifier{e.Parent}.Sanitize())
 	for _, w := range e.With {
 		tables = append(tables, pgx.Identifier{w}.Sanitize())
 	}
-	tables = append(tables, pgx.Identifier{e.Parent}.Sanitize())
 	drops := make([]string, 0, len(e.With)+1)
 	for _, w := range e.With {
 		drops = append(drops, pgx.Identifier{w + suffix}.Sanitize())

@@ -22,7 +22,12 @@
 //     console shows the reason and an admin re-enables it.
 //   - Dial only addresses Disallowed refuses not, unless
 //     Config.AllowPrivate (PARLEY_WEBHOOKS_ALLOW_PRIVATE).
-//   - Prune(now) deletes what is older than Config.AttemptRetention.
+//   - A delivery's created_at is EventTime(event id, occurred_at): the week
+//     it is kept in (the tables are partitioned by week); its attempts
+//     carry it as delivery_created_at.
+//   - KeepDeliveries(now), at start and periodically: creates the weeks
+//     ahead and drops the weeks past Config.AttemptRetention that hold no
+//     pending delivery, with their attempts.
 package webhooks
 
 import (
@@ -32,8 +37,8 @@ import (
 )
 
 // Config is the webhooks part of a program's configuration. The admin
-// service and parleyctl use AllowPrivate, MaxEndpoints and AttemptRetention;
-// the sender uses AllowPrivate for its dialer.
+// service and parleyctl use AllowPrivate and MaxEndpoints; the sender uses
+// AllowPrivate for its dialer and AttemptRetention for KeepDeliveries.
 type Config struct {
 	// AllowPrivate lets endpoints use http and loopback, private and
 	// link-local addresses. Only for development and tests (make run sets
@@ -41,8 +46,9 @@ type Config struct {
 	AllowPrivate bool `env:"PARLEY_WEBHOOKS_ALLOW_PRIVATE" envDefault:"false"`
 	// MaxEndpoints is how many endpoints a company may have.
 	MaxEndpoints int `env:"PARLEY_WEBHOOKS_MAX_ENDPOINTS" envDefault:"10"`
-	// AttemptRetention is how long delivery attempts, and finished
-	// deliveries, are kept.
+	// AttemptRetention is how long deliveries and their attempts are kept,
+	// by whole weeks: a week of them goes once its end is older than this,
+	// unless one of its deliveries is still pending.
 	AttemptRetention time.Duration `env:"PARLEY_WEBHOOKS_ATTEMPT_RETENTION" envDefault:"720h"`
 }
 

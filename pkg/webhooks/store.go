@@ -631,6 +631,8 @@ func (s *Store) SendTest(ctx context.Context, companyID int64, id, t string) (De
 	if err != nil {
 		return Delivery{}, err
 	}
+	// Its week (created_at) is now, the event's time in its body: inserted
+	// once, with a fresh id, it has no repeat to catch.
 	d, err := scanDelivery(s.pool.QueryRow(ctx, `
 		INSERT INTO webhook_deliveries (endpoint_id, company_id, event_id, event_type, payload, next_attempt_at, queued_at, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $6, $6, $6) RETURNING `+deliveryColumns,
@@ -740,11 +742,14 @@ func (s *Store) RecordAttempt(ctx context.Context, r AttemptResult) error {
 	at := r.At.UTC()
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var endpoint, eventID, eventType string
+		var created time.Time
+		// By id alone (unique across the weeks): every week's index is
+		// looked at, which the sender, knowing the week, avoids.
 		err := tx.QueryRow(ctx, `
 			UPDATE webhook_deliveries SET status = $2, attempts = attempts + 1, next_attempt_at = $3,
 				last_response_code = $4, last_latency_ms = $5, last_error = $6, updated_at = $7
-			WHERE id = $1 RETURNING endpoint_id::text, event_id::text, event_type`,
-			r.DeliveryID, string(delStatus), r.NextAttemptAt, r.ResponseCode, latency, errText, at).Scan(&endpoint, &eventID, &eventType)
+			WHERE id = $1 RETURNING endpoint_id::text, event_id::text, event_type, created_at`,
+			r.DeliveryID, string(delStatus), r.NextAttemptAt, r.ResponseCode, latency, errText, at).Scan(&endpoint, &eventID, &eventType, &created)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -752,9 +757,10 @@ func (s *Store) RecordAttempt(ctx context.Context, r AttemptResult) error {
 			return fmt.Errorf("record attempt of delivery %d: %w", r.DeliveryID, err)
 		}
 		if _, err := tx.Exec(ctx, `
-			INSERT INTO webhook_attempts (delivery_id, endpoint_id, event_id, event_type, status, response_code, latency_ms, excerpt, error, attempted_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-			r.DeliveryID, endpoint, eventID, eventType, string(status), r.ResponseCode, latency, excerpt, errText, at); err != nil {
+			INSERT INTO webhook_attempts (delivery_id, delivery_created_at, endpoint_id, event_id, event_type, status, response_code,
+				latency_ms, excerpt, error, attempted_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+			r.DeliveryID, created, endpoint, eventID, eventType, string(status), r.ResponseCode, latency, excerpt, errText, at); err != nil {
 			return fmt.Errorf("record attempt of delivery %d: %w", r.DeliveryID, err)
 		}
 		if r.Succeeded {
@@ -791,19 +797,4 @@ func truncate(s string, n int) string {
 
 func utf8ValidEnd(s string) bool {
 	return strings.ToValidUTF8(s, "\uFFFD") == s
-}
-
-// Prune deletes attempts, and deliveries no longer pending, older than the
-// retention at now. It returns how many rows went.
-func (s *Store) Prune(ctx context.Context, now time.Time) (int64, error) {
-	cut := now.Add(-s.cfg.AttemptRetention)
-	a, err := s.pool.Exec(ctx, `DELETE FROM webhook_attempts WHERE attempted_at < $1`, cut)
-	if err != nil {
-		return 0, fmt.Errorf("prune webhook attempts: %w", err)
-	}
-	d, err := s.pool.Exec(ctx, `DELETE FROM webhook_deliveries WHERE status <> 'pending' AND updated_at < $1`, cut)
-	if err != nil {
-		return a.RowsAffected(), fmt.Errorf("prune webhook deliveries: %w", err)
-	}
-	return a.RowsAffected() + d.RowsAffected(), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/parleyhq/parley/pkg/secretbox"
+	"github.com/parleyhq/parley/pkg/store"
 	"github.com/parleyhq/parley/pkg/webhooks"
 	"github.com/parleyhq/parley/testkit/storetest"
 )
@@ -197,9 +199,17 @@ func TestCreateRefusesBadInputAndEnforcesTheLimit(t *testing.T) {
 	}
 }
 
-func TestTestEventAttemptsReplayAndPrune(t *testing.T) {
+func TestTestEventAttemptsReplayAndRetention(t *testing.T) {
 	ctx := context.Background()
 	s, pool, company, clk := newStore(t, webhooks.DefaultConfig())
+	// The weeks from the clock's on, as the sender makes them (the test
+	// database has those of the real week it was made in).
+	if _, err := pool.Exec(ctx, `DROP TABLE webhook_attempts_legacy, webhook_deliveries_legacy`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.KeepDeliveries(ctx, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
 	_, ep, err := s.Create(ctx, company, webhooks.Input{URL: "https://hooks.example.com/"})
 	if err != nil {
 		t.Fatal(err)
@@ -275,14 +285,51 @@ func TestTestEventAttemptsReplayAndPrune(t *testing.T) {
 		t.Fatalf("pending after replay = %+v", ds)
 	}
 
-	// Retention: attempts and finished deliveries older than it go.
-	clk.Add(webhooks.DefaultConfig().AttemptRetention + time.Hour)
-	if _, err := s.Prune(ctx, clk.Now()); err != nil {
+	// Retention, by whole weeks: these deliveries' week (from Monday 23
+	// November) goes once its end is older than the retention, with its
+	// attempts, and not while one of its deliveries is pending (the one
+	// replayed): until then it keeps them all.
+	retention := webhooks.DefaultConfig().AttemptRetention
+	end := store.Week(d.CreatedAt).AddDate(0, 0, 7)
+	week := "webhook_deliveries_w" + store.Week(d.CreatedAt).Format("20060102")
+	rows := func() (attempts, deliveries int) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_attempts), (SELECT count(*) FROM webhook_deliveries)`).
+			Scan(&attempts, &deliveries); err != nil {
+			t.Fatal(err)
+		}
+		return attempts, deliveries
+	}
+	clk.Add(end.Add(retention - time.Minute).Sub(clk.Now()))
+	k, err := s.KeepDeliveries(ctx, clk.Now())
+	if err != nil || slices.Contains(k.Dropped, week) || slices.Contains(k.Open, week) {
+		t.Fatalf("a minute before the week's end is the retention old: %+v (%v); want its week untouched", k, err)
+	}
+	clk.Add(time.Minute)
+	k, err = s.KeepDeliveries(ctx, clk.Now())
+	if err != nil || slices.Contains(k.Dropped, week) || !slices.Equal(k.Open, []string{week}) {
+		t.Fatalf("with a delivery pending: %+v (%v); want %s kept open", k, err, week)
+	}
+	if attempts, deliveries := rows(); attempts != 3 || deliveries != 2 {
+		t.Fatalf("with a delivery pending: %d attempts, %d deliveries (want the week whole: 3 and 2)", attempts, deliveries)
+	}
+	if err := s.RecordAttempt(ctx, webhooks.AttemptResult{DeliveryID: failed.ID, Succeeded: true, ResponseCode: &code200, At: clk.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	var attempts, deliveries int
-	_ = pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_attempts), (SELECT count(*) FROM webhook_deliveries)`).Scan(&attempts, &deliveries)
-	if attempts != 0 || deliveries != 1 {
-		t.Fatalf("after prune: %d attempts, %d deliveries (want 0 and the pending one)", attempts, deliveries)
+	k, err = s.KeepDeliveries(ctx, clk.Now())
+	if err != nil || !slices.Contains(k.Dropped, week) || len(k.Open) != 0 {
+		t.Fatalf("once nothing is pending: %+v (%v); want %s dropped", k, err, week)
+	}
+	if attempts, deliveries := rows(); attempts != 0 || deliveries != 0 {
+		t.Fatalf("after the week went: %d attempts, %d deliveries (want 0 and 0)", attempts, deliveries)
+	}
+	parts, err := store.Partitions(ctx, pool, "webhook_attempts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range parts {
+		if p.Name == "webhook_attempts_w"+store.Week(d.CreatedAt).Format("20060102") {
+			t.Fatalf("%s is left after its deliveries' week went", p.Name)
+		}
 	}
 }

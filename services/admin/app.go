@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -145,30 +144,10 @@ func newApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func() 
 	srv.DrainDelay = cfg.DrainDelay
 	return &app{
 		log: log, probe: probe, server: srv, handler: handler,
-		sweep: func(ctx context.Context) {
-			var wg sync.WaitGroup
-			wg.Go(func() { pruneWebhooks(ctx, hooks, now, log) })
-			console.SweepSessions(ctx, pool, sessionSweepInterval, log)
-			wg.Wait()
-		},
+		// The webhook deliveries' retention is the webhook sender's
+		// (webhooks.KeepDeliveries), beside the weeks it creates.
+		sweep: func(ctx context.Context) { console.SweepSessions(ctx, pool, sessionSweepInterval, log) },
 	}, cleanup, nil
-}
-
-// pruneWebhooks deletes webhook attempts and finished deliveries older than
-// their retention, every sessionSweepInterval until ctx ends.
-func pruneWebhooks(ctx context.Context, hooks *webhooks.Store, now func() time.Time, log *zap.Logger) {
-	t := time.NewTicker(sessionSweepInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := hooks.Prune(ctx, now()); err != nil && ctx.Err() == nil {
-				log.Warn("prune webhook attempts", zap.Error(err))
-			}
-		}
-	}
 }
 
 func (a *app) run(ctx context.Context) error {

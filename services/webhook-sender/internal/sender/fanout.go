@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/parleyhq/parley/pkg/webhooks"
 )
 
 // marshalBody is webhooks.MarshalBody of an event from the stream, whose
@@ -38,6 +40,10 @@ type job struct {
 	payload    []byte
 	attempts   int
 	queuedAt   time.Time
+	// createdAt is the delivery's week (its partition key, the event's
+	// time): every statement on the delivery names it, so that it reads
+	// that week's partition only.
+	createdAt time.Time
 }
 
 // subscriber is an enabled endpoint of a company with its event filter.
@@ -118,20 +124,22 @@ func (s *Sender) fanoutLoop(ctx context.Context, in <-chan jetstream.Msg) {
 // insertDeliveriesSQL creates the deliveries of a batch of events, held by
 // this sender for a lease; an endpoint deleted or disabled meanwhile gets
 // none, and a (endpoint, event) made before (a redelivered event) is not
-// made again.
+// made again: its created_at, the event's time, is the same.
 const insertDeliveriesSQL = `
 INSERT INTO webhook_deliveries (endpoint_id, company_id, event_id, event_type, payload, next_attempt_at, queued_at, created_at, updated_at)
-SELECT u.endpoint_id, u.company_id, u.event_id, u.event_type, u.payload::jsonb, $6, $7, $7, $7
-FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::text[], $5::text[]) AS u(endpoint_id, company_id, event_id, event_type, payload)
+SELECT u.endpoint_id, u.company_id, u.event_id, u.event_type, u.payload::jsonb, $7, $8, u.created_at, $8
+FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::text[], $5::text[], $6::timestamptz[])
+	AS u(endpoint_id, company_id, event_id, event_type, payload, created_at)
 JOIN webhook_endpoints e ON e.id = u.endpoint_id AND e.enabled
-ON CONFLICT (endpoint_id, event_id) DO NOTHING
-RETURNING id, endpoint_id::text, event_id::text`
+ON CONFLICT (endpoint_id, event_id, created_at) DO NOTHING
+RETURNING id, endpoint_id::text, event_id::text, created_at`
 
 // fanout creates the deliveries of a batch of events, acks the events, and
 // queues the new deliveries.
 func (s *Sender) fanout(ctx context.Context, msgs []jetstream.Msg) error {
 	var endpoints, eventIDs, types, payloads []string
 	var companies []int64
+	var weeks []time.Time
 	type key struct{ endpoint, event string }
 	bodies := map[key][]byte{}
 	company := map[string]int64{}
@@ -150,6 +158,7 @@ func (s *Sender) fanout(ctx context.Context, msgs []jetstream.Msg) error {
 			return err
 		}
 		body := marshalBody(e)
+		week := webhooks.EventTime(e.ID, e.OccurredAt)
 		n := 0
 		for _, sub := range subs {
 			if !sub.wants(e.Type) {
@@ -161,6 +170,7 @@ func (s *Sender) fanout(ctx context.Context, msgs []jetstream.Msg) error {
 			eventIDs = append(eventIDs, e.ID)
 			types = append(types, e.Type)
 			payloads = append(payloads, string(body))
+			weeks = append(weeks, week)
 			bodies[key{sub.id, e.ID}] = body
 			company[e.ID] = e.CompanyID
 		}
@@ -173,7 +183,8 @@ func (s *Sender) fanout(ctx context.Context, msgs []jetstream.Msg) error {
 		now := s.now()
 		qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		rows, err := s.pool.Query(qctx, insertDeliveriesSQL, endpoints, companies, eventIDs, types, payloads, now.Add(s.cfg.Lease), now)
+		rows, err := s.pool.Query(qctx, insertDeliveriesSQL, endpoints, companies, eventIDs, types, payloads, weeks,
+			now.Add(s.cfg.Lease), now)
 		if err != nil {
 			return fmt.Errorf("create deliveries: %w", err)
 		}
@@ -183,7 +194,7 @@ func (s *Sender) fanout(ctx context.Context, msgs []jetstream.Msg) error {
 		}
 		jobs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*job, error) {
 			j := &job{queuedAt: now}
-			err := r.Scan(&j.id, &j.endpointID, &j.eventID)
+			err := r.Scan(&j.id, &j.endpointID, &j.eventID, &j.createdAt)
 			j.companyID, j.eventType, j.payload = company[j.eventID], typeOf[j.eventID], bodies[key{j.endpointID, j.eventID}]
 			return j, err
 		})
@@ -196,10 +207,10 @@ func (s *Sender) fanout(ctx context.Context, msgs []jetstream.Msg) error {
 	}
 	s.m.fannedOut.WithLabelValues("delivered").Add(float64(len(valid) - unsubscribed))
 	s.m.fannedOut.WithLabelValues("unsubscribed").Add(float64(unsubscribed))
-	var overflow []int64
+	var overflow []*job
 	for _, j := range jobs {
 		if !s.enqueue(j) {
-			overflow = append(overflow, j.id)
+			overflow = append(overflow, j)
 		}
 	}
 	s.handBack(overflow)
@@ -209,16 +220,33 @@ func (s *Sender) fanout(ctx context.Context, msgs []jetstream.Msg) error {
 // handBack makes deliveries this process will not send now due at once,
 // for the poller (its own, when the endpoint's queue has room, or
 // another's).
-func (s *Sender) handBack(ids []int64) {
-	if len(ids) == 0 {
+func (s *Sender) handBack(jobs []*job) {
+	if len(jobs) == 0 {
 		return
 	}
+	ids, weeks := keys(jobs)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := s.pool.Exec(ctx, `UPDATE webhook_deliveries SET next_attempt_at = $2 WHERE id = ANY($1) AND status = 'pending'`,
-		ids, s.now()); err != nil {
+	if _, err := s.pool.Exec(ctx, handBackSQL, ids, weeks, s.now()); err != nil {
 		s.warn("hand back deliveries; they are taken when their lease ends", zap.Error(err))
 	}
+}
+
+// handBackSQL makes deliveries due now. The ids are unique across the
+// weeks; the weeks only narrow the partitions read.
+const handBackSQL = `
+UPDATE webhook_deliveries SET next_attempt_at = $3
+WHERE id = ANY($1::bigint[]) AND created_at = ANY($2::timestamptz[]) AND status = 'pending'`
+
+// keys are the ids and the weeks of jobs, for statements on their
+// deliveries.
+func keys(jobs []*job) ([]int64, []time.Time) {
+	ids := make([]int64, len(jobs))
+	weeks := make([]time.Time, len(jobs))
+	for i, j := range jobs {
+		ids[i], weeks[i] = j.id, j.createdAt
+	}
+	return ids, weeks
 }
 
 // pollSQL takes due deliveries no other sender holds (retries, replays,
@@ -226,13 +254,14 @@ func (s *Sender) handBack(ids []int64) {
 // skipping endpoints whose queue here is full, and holds them for a lease.
 const pollSQL = `
 WITH due AS (
-	SELECT id FROM webhook_deliveries
+	SELECT id, created_at FROM webhook_deliveries
 	WHERE status = 'pending' AND next_attempt_at <= $1 AND NOT (endpoint_id = ANY($3::uuid[]))
 	ORDER BY next_attempt_at LIMIT $2
 	FOR UPDATE SKIP LOCKED
 )
-UPDATE webhook_deliveries d SET next_attempt_at = $4 FROM due WHERE d.id = due.id
-RETURNING d.id, d.endpoint_id::text, d.company_id, d.event_id::text, d.event_type, d.payload::text, d.attempts, d.queued_at`
+UPDATE webhook_deliveries d SET next_attempt_at = $4 FROM due WHERE d.id = due.id AND d.created_at = due.created_at
+RETURNING d.id, d.endpoint_id::text, d.company_id, d.event_id::text, d.event_type, d.payload::text, d.attempts, d.queued_at,
+	d.created_at`
 
 func (s *Sender) poll(ctx context.Context) {
 	t := time.NewTicker(s.cfg.PollInterval)
@@ -270,17 +299,17 @@ func (s *Sender) pollOnce(ctx context.Context) (int, error) {
 	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*job, error) {
 		j := &job{}
 		var payload string
-		err := r.Scan(&j.id, &j.endpointID, &j.companyID, &j.eventID, &j.eventType, &payload, &j.attempts, &j.queuedAt)
+		err := r.Scan(&j.id, &j.endpointID, &j.companyID, &j.eventID, &j.eventType, &payload, &j.attempts, &j.queuedAt, &j.createdAt)
 		j.payload = []byte(payload)
 		return j, err
 	})
 	if err != nil {
 		return 0, err
 	}
-	var overflow []int64
+	var overflow []*job
 	for _, j := range jobs {
 		if !s.enqueue(j) {
-			overflow = append(overflow, j.id)
+			overflow = append(overflow, j)
 		}
 	}
 	s.handBack(overflow)

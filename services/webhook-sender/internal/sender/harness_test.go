@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -127,14 +128,20 @@ func (h *harness) start(cfg Config, allowPrivate bool) (s *Sender, stop func()) 
 // emit appends n events of type t for company, as a dispatcher would.
 func (h *harness) emit(company int64, t events.Type, n int) []string {
 	h.t.Helper()
+	return h.emitAt(company, t, n, time.Now())
+}
+
+// emitAt appends n events of type t for company as if recorded at at: their
+// ids are UUIDv7 of that time, as events.Append mints them.
+func (h *harness) emitAt(company int64, t events.Type, n int, at time.Time) []string {
+	h.t.Helper()
 	evs := make([]events.Event, n)
 	ids := make([]string, n)
-	now := time.Now()
 	for i := range evs {
-		id := newID(h.t)
+		id := idAt(at)
 		ids[i] = id
-		evs[i] = events.Event{ID: id, CompanyID: company, Type: t, At: now, Data: events.Message{
-			BatchID: "019ab7c2-0000-7000-8000-000000000001", MessageID: int64(i), Phone: "+393331234567", State: "sent", ChangedAt: now}}
+		evs[i] = events.Event{ID: id, CompanyID: company, Type: t, At: at, Data: events.Message{
+			BatchID: "019ab7c2-0000-7000-8000-000000000001", MessageID: int64(i), Phone: "+393331234567", State: "sent", ChangedAt: at}}
 	}
 	if err := events.Append(h.ctx, h.pool, evs...); err != nil {
 		h.t.Fatal(err)
@@ -160,4 +167,15 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// idAt is a UUIDv7 of the time at: the id events.Append would have minted
+// for an event recorded then.
+func idAt(at time.Time) string {
+	u := uuid.Must(uuid.NewV7())
+	ms := uint64(at.UnixMilli())
+	for i := range 6 {
+		u[i] = byte(ms >> (40 - 8*i))
+	}
+	return u.String()
 }

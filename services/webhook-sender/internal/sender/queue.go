@@ -43,7 +43,7 @@ func (s *Sender) enqueue(j *job) bool {
 	}
 	select {
 	case q.ch <- j:
-		s.held[j.id] = j.attempts
+		s.held[j.id] = j
 		s.mu.Unlock()
 		return true
 	default:

@@ -57,17 +57,19 @@ UPDATE webhook_deliveries d SET
 	last_latency_ms = CASE WHEN r.attempted THEN r.latency ELSE d.last_latency_ms END,
 	last_error = r.error,
 	updated_at = r.at
-FROM unnest($1::bigint[], $2::text[], $3::bool[], $4::timestamptz[], $5::int[], $6::int[], $7::text[], $8::timestamptz[])
-	AS r(id, status, attempted, next, code, latency, error, at)
-WHERE d.id = r.id AND d.status = 'pending'
-  AND d.id IN (SELECT id FROM webhook_deliveries WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE)`
+FROM unnest($1::bigint[], $2::text[], $3::bool[], $4::timestamptz[], $5::int[], $6::int[], $7::text[], $8::timestamptz[],
+	$9::timestamptz[]) AS r(id, status, attempted, next, code, latency, error, at, created_at)
+WHERE d.id = r.id AND d.created_at = r.created_at AND d.status = 'pending'
+  AND d.id IN (SELECT id FROM webhook_deliveries WHERE id = ANY($1::bigint[]) AND created_at = ANY($9::timestamptz[])
+	ORDER BY id FOR UPDATE)`
 
 const recordAttemptsSQL = `
-INSERT INTO webhook_attempts (delivery_id, endpoint_id, event_id, event_type, status, response_code, latency_ms, excerpt, error, attempted_at)
-SELECT r.id, r.endpoint, r.event, r.type, r.status, r.code, r.latency, r.excerpt, r.error, r.at
-FROM unnest($1::bigint[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::int[], $7::int[], $8::text[], $9::text[], $10::timestamptz[])
-	AS r(id, endpoint, event, type, status, code, latency, excerpt, error, at)
-WHERE EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.id = r.id)`
+INSERT INTO webhook_attempts (delivery_id, delivery_created_at, endpoint_id, event_id, event_type, status, response_code,
+	latency_ms, excerpt, error, attempted_at)
+SELECT r.id, r.created_at, r.endpoint, r.event, r.type, r.status, r.code, r.latency, r.excerpt, r.error, r.at
+FROM unnest($1::bigint[], $2::timestamptz[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::int[], $8::int[], $9::text[],
+	$10::text[], $11::timestamptz[]) AS r(id, created_at, endpoint, event, type, status, code, latency, excerpt, error, at)
+WHERE EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.id = r.id AND d.created_at = r.created_at)`
 
 // streakSQL records each endpoint's failure streak: cleared by a success,
 // begun by the first failure after one, with the last error.
@@ -117,7 +119,9 @@ func (r *recorder) write(buf []outcome) error {
 	latencies := make([]int32, 0, n)
 	errs := make([]string, 0, n)
 	ats := make([]time.Time, 0, n)
+	weeks := make([]time.Time, 0, n)
 	var aIDs []int64
+	var aWeeks []time.Time
 	var aEndpoints, aEvents, aTypes, aStatuses, aExcerpts, aErrors []string
 	var aCodes []*int32
 	var aLatencies []int32
@@ -152,7 +156,7 @@ func (r *recorder) write(buf []outcome) error {
 		ids, statuses, attempted = append(ids, o.job.id), append(statuses, status), append(attempted, o.attempted)
 		nexts, codes = append(nexts, next), append(codes, optionalInt(o.code))
 		latencies = append(latencies, int32(o.latency.Milliseconds()))
-		errs, ats = append(errs, errText), append(ats, o.at)
+		errs, ats, weeks = append(errs, errText), append(ats, o.at), append(weeks, o.job.createdAt)
 		if !o.attempted {
 			continue
 		}
@@ -160,7 +164,8 @@ func (r *recorder) write(buf []outcome) error {
 		if o.ok {
 			aStatus = "succeeded"
 		}
-		aIDs, aEndpoints, aEvents, aTypes = append(aIDs, o.job.id), append(aEndpoints, o.job.endpointID), append(aEvents, o.job.eventID), append(aTypes, o.job.eventType)
+		aIDs, aWeeks = append(aIDs, o.job.id), append(aWeeks, o.job.createdAt)
+		aEndpoints, aEvents, aTypes = append(aEndpoints, o.job.endpointID), append(aEvents, o.job.eventID), append(aTypes, o.job.eventType)
 		aStatuses, aCodes, aLatencies = append(aStatuses, aStatus), append(aCodes, optionalInt(o.code)), append(aLatencies, int32(o.latency.Milliseconds()))
 		aExcerpts, aErrors, aAts = append(aExcerpts, truncate(o.excerpt, excerptLimit)), append(aErrors, errText), append(aAts, o.at)
 		st := streaks[o.job.endpointID]
@@ -211,12 +216,12 @@ func (r *recorder) write(buf []outcome) error {
 			}
 		}
 		if len(ids) > 0 {
-			if _, err := tx.Exec(ctx, recordDeliveriesSQL, ids, statuses, attempted, nexts, codes, latencies, errs, ats); err != nil {
+			if _, err := tx.Exec(ctx, recordDeliveriesSQL, ids, statuses, attempted, nexts, codes, latencies, errs, ats, weeks); err != nil {
 				return fmt.Errorf("record deliveries: %w", err)
 			}
 		}
 		if len(aIDs) > 0 {
-			if _, err := tx.Exec(ctx, recordAttemptsSQL, aIDs, aEndpoints, aEvents, aTypes, aStatuses, aCodes, aLatencies,
+			if _, err := tx.Exec(ctx, recordAttemptsSQL, aIDs, aWeeks, aEndpoints, aEvents, aTypes, aStatuses, aCodes, aLatencies,
 				aExcerpts, aErrors, aAts); err != nil {
 				return fmt.Errorf("record attempts: %w", err)
 			}

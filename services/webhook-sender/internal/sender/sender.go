@@ -28,6 +28,7 @@
 package sender
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -84,7 +85,7 @@ type Sender struct {
 	mu       sync.Mutex
 	warner   *ops.Warner
 	queues   map[string]*endpointQueue
-	held     map[int64]int // delivery id -> attempts when taken
+	held     map[int64]*job // by delivery id, as taken
 	eps      map[string]cachedEndpoint
 	subs     map[int64]cachedSubscribers
 	workers  sync.WaitGroup
@@ -116,7 +117,7 @@ func New(cfg Config, d Deps) (*Sender, error) {
 	}
 	s := &Sender{cfg: cfg, pool: d.Pool, js: d.JS, store: d.Store, client: d.Client, prefix: d.Prefix, repl: replicas,
 		allow: d.AllowPrivate, now: now, log: d.Log, m: m,
-		warner: ops.NewWarner(d.Log, warnInterval), queues: map[string]*endpointQueue{}, held: map[int64]int{},
+		warner: ops.NewWarner(d.Log, warnInterval), queues: map[string]*endpointQueue{}, held: map[int64]*job{},
 		eps: map[string]cachedEndpoint{}, subs: map[int64]cachedSubscribers{}}
 	s.sendCtx, s.abortSends = context.WithCancel(context.Background())
 	s.rec = newRecorder(s)
@@ -135,6 +136,8 @@ func (s *Sender) warn(msg string, fields ...zap.Field) { s.warner.Warn(msg, fiel
 // ended are aborted, and recorded as failed attempts to retry), and hands
 // the deliveries it held but did not send back to the table.
 func (s *Sender) Run(ctx context.Context) error {
+	// Before the first delivery: its week's partition exists.
+	s.keepDeliveries(ctx)
 	if _, err := EnsureStream(ctx, s.js, s.cfg.Stream, s.prefix, s.repl); err != nil {
 		return err
 	}
@@ -186,6 +189,7 @@ func (s *Sender) Run(ctx context.Context) error {
 	run(1, s.poll)
 	run(1, s.renew)
 	run(1, s.gauges)
+	run(1, s.keep)
 	s.log.Info("sending webhooks", zap.String("stream", s.cfg.Stream), zap.String("consumer", ConsumerName))
 	<-ctx.Done()
 	abort := time.AfterFunc(s.cfg.ShutdownTimeout, s.abortSends)
@@ -211,20 +215,20 @@ func (s *Sender) unhold(ids ...int64) {
 // due at once, for another sender.
 func (s *Sender) releaseHeld() {
 	s.mu.Lock()
-	ids := make([]int64, 0, len(s.held))
-	for id := range s.held {
-		ids = append(ids, id)
+	jobs := make([]*job, 0, len(s.held))
+	for _, j := range s.held {
+		jobs = append(jobs, j)
 	}
-	s.held = map[int64]int{}
+	s.held = map[int64]*job{}
 	s.mu.Unlock()
-	if len(ids) == 0 {
+	if len(jobs) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	slices.Sort(ids)
-	if _, err := s.pool.Exec(ctx, `UPDATE webhook_deliveries SET next_attempt_at = $2 WHERE id = ANY($1) AND status = 'pending'`,
-		ids, s.now()); err != nil {
+	slices.SortFunc(jobs, func(a, b *job) int { return cmp.Compare(a.id, b.id) })
+	ids, weeks := keys(jobs)
+	if _, err := s.pool.Exec(ctx, handBackSQL, ids, weeks, s.now()); err != nil {
 		s.log.Warn("hand back held deliveries; they are taken when their lease ends", zap.Int("deliveries", len(ids)), zap.Error(err))
 	}
 }
@@ -243,8 +247,9 @@ func (s *Sender) renew(ctx context.Context) {
 		s.mu.Lock()
 		ids := make([]int64, 0, len(s.held))
 		attempts := make([]int32, 0, len(s.held))
-		for id, a := range s.held {
-			ids, attempts = append(ids, id), append(attempts, int32(a))
+		weeks := make([]time.Time, 0, len(s.held))
+		for id, j := range s.held {
+			ids, attempts, weeks = append(ids, id), append(attempts, int32(j.attempts)), append(weeks, j.createdAt)
 		}
 		s.mu.Unlock()
 		if len(ids) == 0 {
@@ -252,15 +257,57 @@ func (s *Sender) renew(ctx context.Context) {
 		}
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_, err := s.pool.Exec(qctx, `
-			UPDATE webhook_deliveries d SET next_attempt_at = $3
-			FROM (SELECT d.id FROM webhook_deliveries d JOIN unnest($1::bigint[], $2::int[]) AS r(id, attempts)
-				ON d.id = r.id AND d.attempts = r.attempts AND d.status = 'pending'
+			UPDATE webhook_deliveries d SET next_attempt_at = $4
+			FROM (SELECT d.id, d.created_at FROM webhook_deliveries d
+				JOIN unnest($1::bigint[], $2::int[], $3::timestamptz[]) AS r(id, attempts, created_at)
+				ON d.id = r.id AND d.created_at = r.created_at AND d.attempts = r.attempts AND d.status = 'pending'
 				ORDER BY d.id FOR UPDATE OF d SKIP LOCKED) r
-			WHERE d.id = r.id`, ids, attempts, s.now().Add(s.cfg.Lease))
+			WHERE d.id = r.id AND d.created_at = r.created_at`, ids, attempts, weeks, s.now().Add(s.cfg.Lease))
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			s.warn("renew delivery leases", zap.Error(err))
 		}
+	}
+}
+
+// keepInterval is how often the deliveries' weeks are created ahead and
+// the expired ones dropped.
+const keepInterval = 10 * time.Minute
+
+// keep runs keepDeliveries every keepInterval until ctx ends.
+func (s *Sender) keep(ctx context.Context) {
+	t := time.NewTicker(keepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.keepDeliveries(ctx)
+		}
+	}
+}
+
+// keepDeliveries creates the deliveries' and attempts' weeks ahead and
+// drops those past PARLEY_WEBHOOKS_ATTEMPT_RETENTION that hold no pending
+// delivery (webhooks.KeepDeliveries). A failure is logged and left for the
+// next run: a delivery whose week has no partition yet goes to the default
+// one.
+func (s *Sender) keepDeliveries(ctx context.Context) {
+	qctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	k, err := s.store.KeepDeliveries(qctx, s.now())
+	if len(k.Created) > 0 {
+		s.log.Info("webhook deliveries: weeks created", zap.Strings("partitions", k.Created))
+	}
+	if len(k.Dropped) > 0 {
+		s.log.Info("webhook deliveries: weeks past the retention dropped", zap.Strings("partitions", k.Dropped))
+	}
+	if len(k.Open) > 0 {
+		s.warn("webhook deliveries: weeks past the retention kept, a delivery in them is pending", zap.Strings("partitions", k.Open))
+	}
+	if err != nil && ctx.Err() == nil {
+		s.warn("keep the webhook deliveries' weeks", zap.Error(err))
 	}
 }
 

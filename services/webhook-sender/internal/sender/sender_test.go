@@ -4,21 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/parleyhq/parley/pkg/events"
 	"github.com/parleyhq/parley/pkg/webhooks"
 	"github.com/parleyhq/parley/pkg/webhooks/webhooksim"
 )
-
-func newID(t *testing.T) string {
-	t.Helper()
-	u, err := uuid.NewV7()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u.String()
-}
 
 func TestEveryEventReachesEverySubscribedEndpointSigned(t *testing.T) {
 	h := newHarness(t)
