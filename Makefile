@@ -289,7 +289,8 @@ bench-reports: ## load test: a campaign report over 10,000,000 messages through 
 bench-conversations: ## load test: inbound webhooks -> message.received at a test receiver (1,000/s for 60 s: p99 < 1 s, 0 lost, 0 duplicated per wamid), and POST /api/messages -> provider-sim (200/s: p99 < 100 ms, counted per recipient)
 	@cd testkit/system && go test -tags bench -count=1 -v -timeout 15m -run '^TestBench(Inbound|Replies)$$' ./webhooksender/
 # BENCH_STATUSES_FLAGS: -statuses-rate (10000 a second), -statuses-for (30s),
-# -statuses-gateway-env (more gateway environment, comma separated).
+# -statuses-per-post (50), -statuses-gateway-env (more gateway environment,
+# comma separated); one part: BENCH_STATUSES_FLAGS="-run ^TestBenchStatuses$$/^Apply$$".
 bench-statuses: ## load test: signed status webhooks (50 a POST, delivered and read, some out of order and duplicated) at 10,000 statuses/s for 30 s through the gateway's group commit, applied alone (no endpoint), then counted at a test receiver (>= 10,000 statuses/s applied, POST -> event p99 < 1 s, 0 lost, 0 duplicated, 0 backwards; CPU, commits and WAL per status)
 	@cd testkit/system && go test -tags bench -count=1 -v -timeout 20m -run '^TestBenchStatuses$$' ./webhooksender/ $(BENCH_STATUSES_FLAGS)
 drill-webhook-receiver-down: ## drill: the webhook receiver down 60 s during a campaign (prints lost and duplicated)

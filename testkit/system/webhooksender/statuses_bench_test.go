@@ -10,7 +10,8 @@ package webhooksender
 //
 // N messages are recorded as sent with their wamids (fixtures, as a
 // dispatcher leaves them); then signed WhatsApp status webhooks, 50
-// statuses a POST as provider-sim and the Cloud API batch them, are POSTed
+// statuses a POST as provider-sim and the Cloud API batch them at most
+// (-statuses-per-post), are POSTed
 // to the gateway at -statuses-rate statuses a second for -statuses-for:
 // delivered and read for every message, read about a second after
 // delivered, with every 10th message's read before its delivered, every
@@ -68,6 +69,9 @@ var (
 	statusRate = flag.Int("statuses-rate", 10_000, "bench-statuses: status callbacks POSTed a second")
 	statusFor  = flag.Duration("statuses-for", 30*time.Second, "bench-statuses: how long they are POSTed")
 	statusEnv  = flag.String("statuses-gateway-env", "", "bench-statuses: more gateway environment, comma separated")
+	// 50 is the most provider-sim (and the Cloud API) put in one webhook;
+	// a number that sends little gets 1 to 3.
+	statusesPerPost = flag.Int("statuses-per-post", 50, "bench-statuses: statuses in one webhook")
 )
 
 const (
@@ -75,9 +79,6 @@ const (
 	statusTarget = 10_000
 	// statusP99 is the target from a POST to its event at the receiver.
 	statusP99 = time.Second
-	// statusesPerPost is how many statuses provider-sim (and the Cloud
-	// API) put in one webhook at most.
-	statusesPerPost = 50
 )
 
 // wireStatus is one status of the plan: message msg, read or delivered.
@@ -142,7 +143,7 @@ func planStatuses(n, lag int) statusPlan {
 		p.firstAny[i], p.firstRead[i] = -1, -1
 	}
 	for len(order) > 0 {
-		k := min(statusesPerPost, len(order))
+		k := min(*statusesPerPost, len(order))
 		post := order[:k:k]
 		order = order[k:]
 		idx := int32(len(p.posts))
@@ -330,7 +331,7 @@ type postResult struct {
 // later (up to 20 attempts), and returns each POST's result.
 func (p statusPlan) post(gw, pnid, waba string, t0 int64, rate int) []postResult {
 	res := make([]postResult, len(p.posts))
-	interval := time.Second * statusesPerPost / time.Duration(rate)
+	interval := time.Second * time.Duration(*statusesPerPost) / time.Duration(rate)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i, sts := range p.posts {
@@ -428,7 +429,7 @@ func TestBenchStatuses(t *testing.T) {
 func benchStatuses(t *testing.T, events bool) {
 	rate, span := *statusRate, *statusFor
 	t.Logf("bench-statuses %s UTC, load average %s, %d cores; %d statuses/s for %s, %d a POST; events to a receiver: %v",
-		time.Now().UTC().Format("2006-01-02 15:04"), loadAverage(), runtime.NumCPU(), rate, span, statusesPerPost, events)
+		time.Now().UTC().Format("2006-01-02 15:04"), loadAverage(), runtime.NumCPU(), rate, span, *statusesPerPost, events)
 	pgURL, pgPid := startStatusPG(t)
 	e := newEnvWith(t, envOptions{pgURL: pgURL, noEventLog: true})
 	c := company{Sender: e.NewSender("statuses", 1_000_000), name: "statuses"}
