@@ -84,12 +84,13 @@ type metrics struct {
 	sizes   prometheus.Histogram
 	groups  *prometheus.CounterVec
 	refused prometheus.Counter
+	queued  prometheus.GaugeFunc
 }
 
 // New returns an Applier; Run starts it.
 func New(store Store, o Options) *Applier {
 	o.MaxStatuses, o.Appliers = max(o.MaxStatuses, 1), max(o.Appliers, 1)
-	return &Applier{store: store, o: o, wake: make(chan struct{}, 1), m: metrics{
+	a := &Applier{store: store, o: o, wake: make(chan struct{}, 1), m: metrics{
 		sizes: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "parley_gateway_status_group_statuses",
 			Help:    "Statuses applied per group (one transaction) by the gateway's group commit of status callbacks.",
@@ -104,11 +105,20 @@ func New(store Store, o Options) *Applier {
 			Help: "Status webhooks answered 503 at once because the group commit's queue was full or stopping.",
 		}),
 	}}
+	a.m.queued = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "parley_gateway_status_queued",
+		Help: "Statuses waiting for a group of the group commit of status callbacks.",
+	}, func() float64 {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return float64(a.queued)
+	})
+	return a
 }
 
 // Collectors are the Applier's metrics.
 func (a *Applier) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{a.m.sizes, a.m.groups, a.m.refused}
+	return []prometheus.Collector{a.m.sizes, a.m.groups, a.m.refused, a.m.queued}
 }
 
 // Apply queues one POST's statuses and returns once their group is

@@ -89,6 +89,19 @@ func (e *env) start() {
 	e.t.Cleanup(e.stop)
 }
 
+// waitQueued waits until n statuses wait for a group
+// (parley_gateway_status_queued).
+func (e *env) waitQueued(n float64) {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for testutil.ToFloat64(e.a.Collectors()[3]) < n {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%v statuses queued after 10s, want %v", testutil.ToFloat64(e.a.Collectors()[3]), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // statuses are st for the wamids of messages [from, from+n).
 func statusesOf(st whatsapp.Status, from, n int) []whatsapp.StatusUpdate {
 	out := make([]whatsapp.StatusUpdate, n)
@@ -211,7 +224,7 @@ func TestStopAppliesWhatIsQueued(t *testing.T) {
 	posts := [][]whatsapp.StatusUpdate{statusesOf(whatsapp.StatusRead, 0, 10), statusesOf(whatsapp.StatusRead, 10, 10)}
 	errs := make(chan []error, 1)
 	go func() { errs <- e.applyAll(context.Background(), posts) }()
-	time.Sleep(300 * time.Millisecond) // the POSTs queue up; nothing is applied within the hour's wait
+	e.waitQueued(20) // nothing is applied within the hour's wait
 	if g := e.store.groups(); len(g) != 0 {
 		t.Fatalf("groups %v applied before the stop", g)
 	}
@@ -237,6 +250,9 @@ func TestGivenUpPostLeavesTheQueue(t *testing.T) {
 	defer cancel()
 	if err := e.a.Apply(ctx, statusesOf(whatsapp.StatusRead, 0, 10)); !errors.Is(err, statuses.ErrUnavailable) {
 		t.Errorf("given up: %v, want ErrUnavailable", err)
+	}
+	if q := testutil.ToFloat64(e.a.Collectors()[3]); q != 0 {
+		t.Errorf("%v statuses still queued, want 0", q)
 	}
 	e.stop()
 	if g := e.store.groups(); len(g) != 0 {
@@ -269,7 +285,7 @@ func TestFullQueueRefusesAtOnce(t *testing.T) {
 	for i := 1; i < 5; i++ {
 		go func() { errs <- e.a.Apply(ctx, statusesOf(whatsapp.StatusDelivered, i*10, 10)) }()
 	}
-	time.Sleep(300 * time.Millisecond)
+	e.waitQueued(40)
 	start := time.Now()
 	if err := e.a.Apply(ctx, statusesOf(whatsapp.StatusDelivered, 50, 10)); !errors.Is(err, statuses.ErrUnavailable) {
 		t.Errorf("past the queue's bound: %v, want ErrUnavailable", err)
