@@ -282,13 +282,18 @@ compose-images: ## build compose-smoke's images only (docker compose build)
 # must be received.
 WEBHOOK_DRILL := cd testkit/system && go test -tags drill -count=1 -v -timeout 15m
 
-.PHONY: bench-events bench-reports bench-conversations drill-webhook-receiver-down drill-webhook-sender-kill drill-webhook-hanging drills-webhooks
+.PHONY: bench-events bench-reports bench-conversations bench-statuses drill-webhook-receiver-down drill-webhook-sender-kill drill-webhook-hanging drills-webhooks
 bench-events: ## load test: 20,000-message campaign, one endpoint: events/s through one sender (>= 5,000), change -> receipt p50/p99 (< 1 s), 0 lost
 	@cd testkit/system && go test -tags bench -count=1 -v -timeout 15m -run '^TestBenchEvents$$' ./webhooksender/
 bench-reports: ## load test: a campaign report over 10,000,000 messages through the real gateway, by day over 30 days and by hour over 7 days (p50, p99, max; fails on a p99 over 300 ms or a total that differs from a count of the messages)
 	@cd testkit/system && go test -tags bench -count=1 -v -timeout 30m -run '^TestBenchReports$$' ./reports/
 bench-conversations: ## load test: inbound webhooks -> message.received at a test receiver (1,000/s for 60 s: p99 < 1 s, 0 lost, 0 duplicated per wamid), and POST /api/messages -> provider-sim (200/s: p99 < 100 ms, counted per recipient)
 	@cd testkit/system && go test -tags bench -count=1 -v -timeout 15m -run '^TestBench(Inbound|Replies)$$' ./webhooksender/
+# BENCH_STATUSES_FLAGS: -statuses-rate (10000 a second), -statuses-for (30s),
+# -statuses-per-post (50), -statuses-gateway-env (more gateway environment,
+# comma separated); one part: BENCH_STATUSES_FLAGS="-run ^TestBenchStatuses$$/^Apply$$".
+bench-statuses: ## load test: signed status webhooks (50 a POST, delivered and read, some out of order and duplicated) at 10,000 statuses/s for 30 s through the gateway's group commit, applied alone (no endpoint), then counted at a test receiver (>= 10,000 statuses/s applied, POST -> event p99 < 1 s, 0 lost, 0 duplicated, 0 backwards; CPU, commits and WAL per status)
+	@cd testkit/system && go test -tags bench -count=1 -v -timeout 20m -run '^TestBenchStatuses$$' ./webhooksender/ $(BENCH_STATUSES_FLAGS)
 drill-webhook-receiver-down: ## drill: the webhook receiver down 60 s during a campaign (prints lost and duplicated)
 	@$(WEBHOOK_DRILL) -run '^TestDrillReceiverDown$$' ./webhooksender/
 drill-webhook-sender-kill: ## drill: SIGKILL the webhook sender mid-stream, restart it (lost, duplicates vs in flight)

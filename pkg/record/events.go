@@ -71,17 +71,33 @@ func emitMessages(ctx context.Context, db events.DB, msgs []changedMessage) erro
 		if !ok {
 			continue
 		}
-		data := events.Message{BatchID: m.BatchID, MessageID: m.ID, Phone: m.Phone, State: string(m.State),
-			ProviderMessageID: m.Wamid, ChangedAt: m.At.UTC()}
-		if m.State == StateFailed {
-			data.Error = &events.Error{Code: m.Code, Title: m.Title}
+		if m.State == StateRead && m.Prior != StateDelivered {
+			// Read without a delivered before it (it came first, or in the
+			// same callback or group): its message.delivered too, so that
+			// a receiver gets each once whatever the order and grouping
+			// of the callbacks, as the counters count both.
+			at := m.At
+			if !m.DeliveredAt.IsZero() {
+				at = m.DeliveredAt
+			}
+			evs = append(evs, messageEvent(m, events.MessageDelivered, StateDelivered, at))
 		}
-		if m.Category != "" {
-			data.Pricing = &events.Pricing{Billable: m.Billable, Category: m.Category, Model: m.Model}
-		}
-		evs = append(evs, events.Event{CompanyID: m.CompanyID, Type: t, At: m.At, Data: data})
+		evs = append(evs, messageEvent(m, t, m.State, m.At))
 	}
 	return events.Append(ctx, db, evs...)
+}
+
+// messageEvent is the event of type t announcing that m reached state at at.
+func messageEvent(m changedMessage, t events.Type, state State, at time.Time) events.Event {
+	data := events.Message{BatchID: m.BatchID, MessageID: m.ID, Phone: m.Phone, State: string(state),
+		ProviderMessageID: m.Wamid, ChangedAt: at.UTC()}
+	if state == StateFailed {
+		data.Error = &events.Error{Code: m.Code, Title: m.Title}
+	}
+	if m.Category != "" {
+		data.Pricing = &events.Pricing{Billable: m.Billable, Category: m.Category, Model: m.Model}
+	}
+	return events.Event{CompanyID: m.CompanyID, Type: t, At: at, Data: data}
 }
 
 // emitFailedAtExpansion records a message.failed event for every failed

@@ -173,7 +173,8 @@ func TestCountersFollowEveryWriter(t *testing.T) {
 		}
 	}
 	if pricedEvents != 3 {
-		t.Errorf("%d message.delivered events with their pricing, want 3 (1, the early and the late one; 0 and 2 went to read at once)", pricedEvents)
+		t.Errorf("%d message.delivered events with their pricing, want 3 (1, the early and the late one; 0 and 2 went to read at once, "+
+			"their delivered events with the read's callback, which had no pricing)", pricedEvents)
 	}
 
 	// Contacts answer: 2 quotes its message; 0 just writes (its message is

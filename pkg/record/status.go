@@ -63,6 +63,11 @@ type ApplyResult struct {
 const advancesSQL = `(s.best > 1 AND (CASE m.state WHEN 'sending' THEN 0 WHEN 'sent' THEN 1 WHEN 'failed' THEN 2
 	WHEN 'delivered' THEN 3 WHEN 'read' THEN 4 ELSE 99 END) < s.best)`
 
+// changesSQL is whether status s changes message m: it moves it forward,
+// or prices a delivered or read message that has no pricing yet.
+const changesSQL = `(` + advancesSQL + `
+	OR m.state IN ('delivered', 'read') AND m.pricing_category IS NULL AND s.category IS NOT NULL)`
+
 // applyStatusesSQL applies a set of status updates, never backwards, by the
 // Cloud API's rank (whatsapp.Status.Rank): sending 0 < sent 1 < failed 2 <
 // delivered 3 < read 4. Per wamid the highest status wins and replaces the
@@ -75,6 +80,17 @@ const advancesSQL = `(s.best > 1 AND (CASE m.state WHEN 'sending' THEN 0 WHEN 's
 // delivered came after its read, its sent after its delivered), without
 // moving it: such a row keeps its updated_at, and its prior_state (which
 // only this statement's RETURNING reads) becomes NULL, which tells it apart.
+//
+// The statement takes any number of updates at once (the gateway applies
+// a group of webhooks in one call), one wamid several times among them.
+// Each wamid is looked up once (f: by the wamid's index, in every weekly
+// partition), then the messages it changes are locked in id order (l)
+// before any is updated by its primary key: two groups naming the same
+// messages at once queue up on the first they share instead of locking
+// them in opposite orders and deadlocking (the order an UPDATE ... FROM
+// joins in is the planner's choice). The second reads the first's changes
+// once it has the lock (READ COMMITTED re-reads a row updated meanwhile),
+// so a status never moves a message backwards whichever group commits first.
 const applyStatusesSQL = `
 WITH u AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::timestamptz[], $8::bool[], $9::text[], $10::text[])
@@ -92,6 +108,14 @@ WITH u AS (
 		(array_agg(left(category, 64)) FILTER (WHERE category <> ''))[1] AS category,
 		(array_agg(left(model, 64)) FILTER (WHERE category <> ''))[1] AS model
 	FROM u GROUP BY wamid
+), f AS MATERIALIZED (
+	SELECT m.id, m.created_at, s.* FROM s JOIN messages m ON m.provider_message_id = s.wamid
+), l AS MATERIALIZED (
+	SELECT s.*
+	FROM f s JOIN messages m ON m.id = s.id AND m.created_at = s.created_at
+	WHERE ` + changesSQL + `
+	ORDER BY m.id
+	FOR NO KEY UPDATE OF m
 ), upd AS (
 	UPDATE messages m SET
 		state = CASE WHEN ` + advancesSQL + ` THEN (CASE s.best WHEN 4 THEN 'read' WHEN 3 THEN 'delivered' ELSE 'failed' END)::message_state
@@ -107,9 +131,8 @@ WITH u AS (
 		pricing_model = COALESCE(m.pricing_model, s.model),
 		prior_state = CASE WHEN ` + advancesSQL + ` THEN m.state END,
 		updated_at = CASE WHEN ` + advancesSQL + ` THEN $6 ELSE m.updated_at END
-	FROM s
-	WHERE m.provider_message_id = s.wamid AND (` + advancesSQL + `
-		OR m.state IN ('delivered', 'read') AND m.pricing_category IS NULL AND s.category IS NOT NULL)
+	FROM l AS s
+	WHERE m.id = s.id AND m.created_at = s.created_at AND ` + changesSQL + `
 	RETURNING m.prior_state IS NOT NULL AS moved, m.id, m.company_id, m.batch_id::text AS batch_id, m.phone, m.state::text AS state, m.provider_message_id,
 		COALESCE(m.error_code, 0) AS code, COALESCE(m.error_title, '') AS title,
 		(CASE m.state WHEN 'read' THEN m.read_at WHEN 'delivered' THEN m.delivered_at ELSE m.failed_at END) AS at,
@@ -120,7 +143,7 @@ WITH u AS (
 	INSERT INTO provider_status_backlog (provider_message_id, status, error_code, error_title, occurred_at, received_at,
 		billable, pricing_category, pricing_model)
 	SELECT u.wamid, u.status, u.code, u.title, u.at, $6, u.billable, NULLIF(u.category, ''), NULLIF(u.model, '') FROM u
-	WHERE $7 AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.provider_message_id = u.wamid)
+	WHERE $7 AND NOT EXISTS (SELECT 1 FROM f WHERE f.wamid = u.wamid)
 	RETURNING id
 )
 SELECT b.n, upd.id, upd.company_id, upd.batch_id, upd.phone, upd.state, upd.provider_message_id, upd.code, upd.title, upd.at,

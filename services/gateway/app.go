@@ -32,6 +32,7 @@ import (
 	"github.com/parleyhq/parley/services/gateway/internal/httpapi"
 	"github.com/parleyhq/parley/services/gateway/internal/idempotency"
 	"github.com/parleyhq/parley/services/gateway/internal/sends"
+	"github.com/parleyhq/parley/services/gateway/internal/statuses"
 )
 
 // app is the gateway's composition root.
@@ -110,6 +111,13 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 
 	records := sendRecords{pool: pool, pending: accept.NewPending(pub.JetStream(), cfg.NATS), now: now,
 		catalog: catalog.NewStore(pool, nil), log: log}
+	applier := statuses.New(records, statuses.Options{MaxStatuses: cfg.StatusGroupMax, Wait: cfg.StatusGroupWait,
+		Appliers: cfg.StatusAppliers})
+	for _, c := range applier.Collectors() {
+		if err := probe.Registry().Register(c); err != nil {
+			return fail(err)
+		}
+	}
 	segs := segments.NewStore(pool, now)
 	if whatsapp.IsDevAppSecret(cfg.WebhookAppSecret) {
 		log.Warn("PARLEY_WEBHOOK_APP_SECRET is the local development secret: set the Meta app secret in production")
@@ -137,7 +145,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 		Idempotency:   idem,
 		Batches:       records,
 		Control:       records,
-		Statuses:      records,
+		Statuses:      webhookRecords{sendRecords: records, statuses: applier},
 		Segments:      segs,
 		Conversations: records,
 		Replies:       replies.New(replies.NewStore(pool, now).WithStream(pub.JetStream(), cfg.NATS), pub, now),
@@ -154,7 +162,9 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	srv.DrainDelay = cfg.DrainDelay
 	return &app{
 		log: log, probe: probe, server: srv,
-		background: []func(context.Context){authn.RunTouches},
+		// The applier stops after the server has drained: the last
+		// webhooks' groups are committed before they are answered.
+		background: []func(context.Context){authn.RunTouches, applier.Run},
 	}, cleanup, nil
 }
 
@@ -210,9 +220,24 @@ func (d sendRecords) BatchMessages(ctx context.Context, companyID int64, batchID
 	return record.BatchMessages(ctx, d.pool, d.pending, companyID, batchID, f)
 }
 
+// ApplyStatuses applies a group of status callbacks in one transaction
+// (the Applier's store).
 func (d sendRecords) ApplyStatuses(ctx context.Context, updates []whatsapp.StatusUpdate) error {
 	_, err := record.ApplyStatuses(ctx, d.pool, updates, d.now())
 	return err
+}
+
+// webhookRecords is the record as the provider's webhook updates it: the
+// status callbacks of concurrent webhooks go through the group commit.
+type webhookRecords struct {
+	sendRecords
+	statuses *statuses.Applier
+}
+
+// ApplyStatuses returns once the webhook's statuses are committed with
+// their group.
+func (d webhookRecords) ApplyStatuses(ctx context.Context, updates []whatsapp.StatusUpdate) error {
+	return d.statuses.Apply(ctx, updates)
 }
 
 func (d sendRecords) ReceiveMessages(ctx context.Context, msgs []whatsapp.InboundMessage) (int, error) {

@@ -78,10 +78,14 @@ type gw struct {
 	redis   ratelimit.RedisConfig
 	dbURL   string
 	stopApp func()
+	// configure changes the configuration before each start (gwOptions).
+	configure func(*config.Config)
 }
 
 type gwOptions struct {
 	redis *ratelimit.RedisConfig // nil: the shared server with a unique prefix
+	// configure changes the configuration the gateway starts with.
+	configure func(*config.Config)
 }
 
 func newGateway(t *testing.T, o gwOptions) *gw {
@@ -92,7 +96,7 @@ func newGateway(t *testing.T, o gwOptions) *gw {
 		t.Fatal(err)
 	}
 	g := &gw{t: t, pool: pool, dbURL: dbURL, cat: catalog.NewStore(pool, box),
-		clock: &testClock{t: time.Now().UTC()}, nats: bustest.NewServer(t)}
+		clock: &testClock{t: time.Now().UTC()}, nats: bustest.NewServer(t), configure: o.configure}
 	g.keys = apikey.NewStore(pool, g.clock.now)
 	g.busCfg = bustest.Config(g.nats.URL())
 	if o.redis != nil {
@@ -117,6 +121,7 @@ func (g *gw) config(addr string) config.Config {
 		Addr: addr, MaxBodyBytes: 1 << 20, AccessLog: true,
 		CacheTTL: time.Hour, CacheStaleIfError: time.Minute, // broadcasts, not the TTL, must do the work here
 		PublishTimeout: 2 * time.Second, PublishMaxPending: 256, GroupsInFlight: 2, GroupMaxBatches: 512, IdempotencyRetention: 24 * time.Hour,
+		StatusGroupMax: 1000, StatusGroupWait: 10 * time.Millisecond, StatusAppliers: 2,
 		WebhookAppSecret: testAppSecret, WebhookVerifyToken: testVerifyToken, GCPercent: 100,
 		Log:      ops.LogConfig{Level: "debug", Format: "console"},
 		Postgres: store.Config{URL: g.dbURL, MaxConns: 5},
@@ -133,7 +138,11 @@ func (g *gw) start() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	a, cleanup, err := buildApp(ctx, g.config(ln.Addr().String()), log, g.clock.now)
+	cfg := g.config(ln.Addr().String())
+	if g.configure != nil {
+		g.configure(&cfg)
+	}
+	a, cleanup, err := buildApp(ctx, cfg, log, g.clock.now)
 	if err != nil {
 		cancel()
 		t.Fatalf("build gateway: %v", err)

@@ -90,9 +90,10 @@ type Receiver struct {
 	Tolerance time.Duration
 	// Observe, when set before the receiver serves, is called with every
 	// event accepted (verified, answered 204), duplicates included, with
-	// its endpoint's name, its body and when it arrived: a benchmark counts
-	// what the events carry (a message.received's wamid) with it.
-	Observe func(name string, body []byte, at time.Time)
+	// its endpoint's name, its webhook-id, its body and when it arrived: a
+	// benchmark counts what the events carry (a message.received's wamid)
+	// with it.
+	Observe func(name, id string, body []byte, at time.Time)
 }
 
 // New returns a receiver with no endpoints.
@@ -296,7 +297,7 @@ func (r *Receiver) receive(w http.ResponseWriter, req *http.Request, name string
 	ep.last = now
 	r.mu.Unlock()
 	if r.Observe != nil {
-		r.Observe(name, body, now)
+		r.Observe(name, id, body, now)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

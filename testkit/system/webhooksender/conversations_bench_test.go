@@ -119,7 +119,7 @@ func TestBenchInbound(t *testing.T) {
 	var mu sync.Mutex
 	got := map[string]int{}
 	first := map[string]time.Time{}
-	e.recv.Observe = func(_ string, body []byte, at time.Time) {
+	e.recv.Observe = func(_, _ string, body []byte, at time.Time) {
 		var ev struct {
 			Type string `json:"type"`
 			Data struct {

@@ -8,7 +8,8 @@ package webhooksender
 // own and a fresh database; the receiver is the test receiver
 // (pkg/webhooks/webhooksim) in this process, on a listener the drill can
 // close and reopen. A statement trigger copies every event the outbox ever
-// gets into drill_events, the truth the receiver's counts are held to.
+// gets into drill_events, the truth the receiver's counts are held to
+// (make bench-statuses, which counts per wamid, leaves it out).
 
 import (
 	"errors"
@@ -44,9 +45,20 @@ type env struct {
 	rl    *receiverListener
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvWith(t, envOptions{}) }
+
+// envOptions change what newEnvWith prepares.
+type envOptions struct {
+	// pgURL is a private cluster's database (drillenv.Options.PGURL).
+	pgURL string
+	// noEventLog leaves drill_events out: a benchmark that measures
+	// PostgreSQL's work per event must not pay the trigger's copy.
+	noEventLog bool
+}
+
+func newEnvWith(t *testing.T, o envOptions) *env {
 	t.Helper()
-	e := &env{Env: drillenv.New(t, drillenv.Options{}), t: t}
+	e := &env{Env: drillenv.New(t, drillenv.Options{PGURL: o.pgURL}), t: t}
 	hcfg := webhooks.DefaultConfig()
 	hcfg.AllowPrivate = true
 	box, err := secretbox.New(secretbox.DevKey)
@@ -54,13 +66,8 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e.hooks = webhooks.NewStore(e.Pool, box, hcfg)
-	if _, err := e.Pool.Exec(e.Ctx, `
-		CREATE TABLE drill_events (id uuid PRIMARY KEY, company_id bigint, type text, occurred_at timestamptz);
-		CREATE FUNCTION drill_log() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN INSERT INTO drill_events SELECT id, company_id, type, occurred_at FROM fresh ON CONFLICT DO NOTHING; RETURN NULL; END $$;
-		CREATE TRIGGER drill_log AFTER INSERT ON event_outbox REFERENCING NEW TABLE AS fresh
-		FOR EACH STATEMENT EXECUTE FUNCTION drill_log();`); err != nil {
-		t.Fatal(err)
+	if !o.noEventLog {
+		e.logEvents()
 	}
 	e.recv = webhooksim.New()
 	e.rl = &receiverListener{addr: drillenv.FreeAddr(t), h: e.recv}
@@ -70,6 +77,20 @@ func newEnv(t *testing.T) *env {
 		e.rl.down()
 	})
 	return e
+}
+
+// logEvents installs drill_events: a statement trigger copies every event
+// the outbox gets into it.
+func (e *env) logEvents() {
+	e.t.Helper()
+	if _, err := e.Pool.Exec(e.Ctx, `
+		CREATE TABLE drill_events (id uuid PRIMARY KEY, company_id bigint, type text, occurred_at timestamptz);
+		CREATE FUNCTION drill_log() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN INSERT INTO drill_events SELECT id, company_id, type, occurred_at FROM fresh ON CONFLICT DO NOTHING; RETURN NULL; END $$;
+		CREATE TRIGGER drill_log AFTER INSERT ON event_outbox REFERENCING NEW TABLE AS fresh
+		FOR EACH STATEMENT EXECUTE FUNCTION drill_log();`); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // receiverListener serves the receiver on a fixed address that can go down

@@ -42,6 +42,17 @@ type Config struct {
 	// GroupMaxBatches caps the batches of one stream message (it is also
 	// capped by the server's max_payload).
 	GroupMaxBatches int `env:"PARLEY_GATEWAY_GROUP_MAX_BATCHES" envDefault:"512"`
+	// StatusGroupMax is the most status callbacks applied in one
+	// transaction: the webhooks that arrive together are applied as a group
+	// (the group commit of status callbacks, package statuses), each
+	// answered once its group is committed. A webhook is never split.
+	StatusGroupMax int `env:"PARLEY_GATEWAY_STATUS_GROUP_MAX" envDefault:"1000"`
+	// StatusGroupWait is how long a group's first webhook waits for others
+	// once an applier is free; 0 applies what has arrived at once.
+	StatusGroupWait time.Duration `env:"PARLEY_GATEWAY_STATUS_GROUP_WAIT" envDefault:"10ms"`
+	// StatusAppliers is how many groups are applied at once, each on a
+	// PostgreSQL connection of the pool.
+	StatusAppliers int `env:"PARLEY_GATEWAY_STATUS_APPLIERS" envDefault:"4"`
 	// IdempotencyRetention is how long an Idempotency-Key replays its 202.
 	IdempotencyRetention time.Duration `env:"PARLEY_GATEWAY_IDEMPOTENCY_RETENTION" envDefault:"24h"`
 
@@ -94,6 +105,15 @@ func (c Config) Validate() error {
 	}
 	if c.GroupMaxBatches < 1 || c.GroupMaxBatches > bus.MaxGroup {
 		errs = append(errs, fmt.Errorf("PARLEY_GATEWAY_GROUP_MAX_BATCHES must be 1 to %d", bus.MaxGroup))
+	}
+	if c.StatusGroupMax < 1 || c.StatusGroupMax > 10000 {
+		errs = append(errs, errors.New("PARLEY_GATEWAY_STATUS_GROUP_MAX must be 1 to 10000"))
+	}
+	if c.StatusGroupWait < 0 || c.StatusGroupWait > time.Second {
+		errs = append(errs, errors.New("PARLEY_GATEWAY_STATUS_GROUP_WAIT must be 0 to 1s"))
+	}
+	if c.StatusAppliers < 1 || c.StatusAppliers >= int(c.Postgres.MaxConns) {
+		errs = append(errs, errors.New("PARLEY_GATEWAY_STATUS_APPLIERS must be at least 1 and less than PARLEY_POSTGRES_MAX_CONNS"))
 	}
 	if c.GCPercent < -1 || c.GCPercent == 0 {
 		errs = append(errs, errors.New("PARLEY_GATEWAY_GC_PERCENT must be positive (or -1)"))
