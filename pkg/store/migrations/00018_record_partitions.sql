@@ -15,7 +15,9 @@
 -- sent_at, the webhook's own timestamp: a repeated webhook has the same.
 --
 -- The rows that exist become one partition, messages_legacy (everything
--- before this week); it is dropped like any other once its week has passed
+-- before this week's Monday, or before the Monday after the newest row when
+-- there are rows this week or later: ATTACH refuses a row beyond the bound,
+-- and the weeks after it are partitions of their own); it is dropped like any other once its week has passed
 -- the retention and nothing in it is still open. On a large table the
 -- migration builds the new indexes on it while it holds its lock.
 
@@ -101,7 +103,9 @@ CREATE INDEX messages_provider_message_id_idx ON messages (provider_message_id) 
 -- +goose StatementBegin
 DO $$ BEGIN
     EXECUTE format('ALTER TABLE messages ATTACH PARTITION messages_legacy FOR VALUES FROM (MINVALUE) TO (%L)',
-        to_char(date_trunc('week', now(), 'UTC') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'));
+        to_char(greatest(date_trunc('week', now(), 'UTC'),
+            (SELECT date_trunc('week', max(created_at), 'UTC') + interval '168 hours' FROM messages_legacy))
+            AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'));
 END $$;
 -- +goose StatementEnd
 -- Rows whose week has no partition (one dropped by the retention, or not
@@ -126,7 +130,9 @@ CREATE INDEX inbound_messages_phone_idx ON inbound_messages (company_id, phone, 
 -- +goose StatementBegin
 DO $$ BEGIN
     EXECUTE format('ALTER TABLE inbound_messages ATTACH PARTITION inbound_messages_legacy FOR VALUES FROM (MINVALUE) TO (%L)',
-        to_char(date_trunc('week', now(), 'UTC') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'));
+        to_char(greatest(date_trunc('week', now(), 'UTC'),
+            (SELECT date_trunc('week', max(sent_at), 'UTC') + interval '168 hours' FROM inbound_messages_legacy))
+            AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'));
 END $$;
 -- +goose StatementEnd
 CREATE TABLE inbound_messages_default PARTITION OF inbound_messages DEFAULT;
