@@ -112,7 +112,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *zap.Logger, now func(
 	records := sendRecords{pool: pool, pending: accept.NewPending(pub.JetStream(), cfg.NATS), now: now,
 		catalog: catalog.NewStore(pool, nil), log: log}
 	applier := statuses.New(records, statuses.Options{MaxStatuses: cfg.StatusGroupMax, Wait: cfg.StatusGroupWait,
-		Appliers: cfg.StatusAppliers})
+		Appliers: cfg.EffectiveStatusAppliers()})
 	for _, c := range applier.Collectors() {
 		if err := probe.Registry().Register(c); err != nil {
 			return fail(err)

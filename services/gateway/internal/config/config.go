@@ -52,6 +52,8 @@ type Config struct {
 	StatusGroupWait time.Duration `env:"PARLEY_GATEWAY_STATUS_GROUP_WAIT" envDefault:"10ms"`
 	// StatusAppliers is how many groups are applied at once, each on a
 	// PostgreSQL connection of the pool.
+	// At most PARLEY_POSTGRES_MAX_CONNS - 1 run (EffectiveStatusAppliers),
+	// so that a pool smaller than the default still serves requests.
 	StatusAppliers int `env:"PARLEY_GATEWAY_STATUS_APPLIERS" envDefault:"4"`
 	// IdempotencyRetention is how long an Idempotency-Key replays its 202.
 	IdempotencyRetention time.Duration `env:"PARLEY_GATEWAY_IDEMPOTENCY_RETENTION" envDefault:"24h"`
@@ -112,8 +114,8 @@ func (c Config) Validate() error {
 	if c.StatusGroupWait < 0 || c.StatusGroupWait > time.Second {
 		errs = append(errs, errors.New("PARLEY_GATEWAY_STATUS_GROUP_WAIT must be 0 to 1s"))
 	}
-	if c.StatusAppliers < 1 || c.StatusAppliers >= int(c.Postgres.MaxConns) {
-		errs = append(errs, errors.New("PARLEY_GATEWAY_STATUS_APPLIERS must be at least 1 and less than PARLEY_POSTGRES_MAX_CONNS"))
+	if c.StatusAppliers < 1 {
+		errs = append(errs, errors.New("PARLEY_GATEWAY_STATUS_APPLIERS must be at least 1"))
 	}
 	if c.GCPercent < -1 || c.GCPercent == 0 {
 		errs = append(errs, errors.New("PARLEY_GATEWAY_GC_PERCENT must be positive (or -1)"))
@@ -128,4 +130,11 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("PARLEY_GATEWAY_IDEMPOTENCY_RETENTION must be at least 1m"))
 	}
 	return errors.Join(append(errs, c.Log.Validate(), c.Postgres.Validate(), c.Redis.Validate(), c.NATS.Validate())...)
+}
+
+// EffectiveStatusAppliers is StatusAppliers, less when the pool would
+// have no connection left for the requests: at most
+// PARLEY_POSTGRES_MAX_CONNS - 1, at least 1.
+func (c Config) EffectiveStatusAppliers() int {
+	return max(1, min(c.StatusAppliers, int(c.Postgres.MaxConns)-1))
 }
