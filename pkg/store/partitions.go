@@ -58,6 +58,50 @@ type Expiring struct {
 	With []string
 }
 
+// WeeksAhead is how many weeks after the current one Keep keeps created,
+// so that a week's first row never waits for its partition.
+const WeeksAhead = 2
+
+// Kept is what one Keep did.
+type Kept struct {
+	// Created are the weekly partitions it created.
+	Created []string
+	// Dropped are the expired partitions it dropped (each with its With
+	// tables' partition of the same week).
+	Dropped []string
+	// Open are expired partitions kept because a row in them is still open.
+	Open []string
+}
+
+// Keep is the lifetime of partitioned tables: it creates the weeks of each
+// one's Parent and With tables from the week of now through WeeksAhead after
+// it and, with a retention (0 keeps everything), drops the weeks that ended
+// at or before now-retention and hold nothing open (DropExpired). Every
+// process may run it; a table too busy to lock within DropLockTimeout is
+// left for the next run (ErrPartitionBusy among the errors).
+func Keep(ctx context.Context, pool *pgxpool.Pool, now time.Time, retention time.Duration, tables ...Expiring) (Kept, error) {
+	var k Kept
+	var errs []error
+	for _, e := range tables {
+		for _, table := range append([]string{e.Parent}, e.With...) {
+			created, err := CreateWeeks(ctx, pool, table, now, WeeksAhead)
+			k.Created = append(k.Created, created...)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if retention <= 0 {
+			continue
+		}
+		dropped, open, err := DropExpired(ctx, pool, e, now.Add(-retention))
+		k.Dropped, k.Open = append(k.Dropped, dropped...), append(k.Open, open...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return k, errors.Join(errs...)
+}
+
 // Partition is one partition of a table: its name and where its range
 // ends (zero for the default partition, which never expires).
 type Partition struct {

@@ -2,7 +2,6 @@ package webhooks
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,10 +17,6 @@ import (
 // except a week that still holds a pending delivery: it stays, attempts
 // and all, until none of its deliveries is pending.
 
-// WeeksAhead is how many weeks after the current one KeepDeliveries keeps
-// created, so that a week's first delivery never waits for its partition.
-const WeeksAhead = 2
-
 // deliveriesLifetime drops a week of deliveries with the week of their
 // attempts, unless one of its deliveries can still be sent.
 var deliveriesLifetime = store.Expiring{
@@ -30,39 +25,12 @@ var deliveriesLifetime = store.Expiring{
 	With:   []string{"webhook_attempts"},
 }
 
-// Kept is what one KeepDeliveries did.
-type Kept struct {
-	// Created are the weekly partitions it created.
-	Created []string
-	// Dropped are the partitions of webhook_deliveries it dropped, each
-	// with the attempts' partition of the same week.
-	Dropped []string
-	// Open are expired partitions kept because a delivery in them is
-	// still pending.
-	Open []string
-}
-
-// KeepDeliveries creates the weeks of the deliveries and attempts from the
-// week of now through WeeksAhead after it, and drops the weeks that ended at
-// or before now minus the retention and hold no pending delivery. Every
-// sender replica may run it; a table too busy to lock within
-// store.DropLockTimeout is left for the next run (store.ErrPartitionBusy).
-func (s *Store) KeepDeliveries(ctx context.Context, now time.Time) (Kept, error) {
-	var k Kept
-	var errs []error
-	for _, table := range []string{deliveriesLifetime.Parent, deliveriesLifetime.With[0]} {
-		created, err := store.CreateWeeks(ctx, s.pool, table, now, WeeksAhead)
-		k.Created = append(k.Created, created...)
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	dropped, open, err := store.DropExpired(ctx, s.pool, deliveriesLifetime, now.Add(-s.cfg.AttemptRetention))
-	k.Dropped, k.Open = dropped, open
-	if err != nil {
-		errs = append(errs, err)
-	}
-	return k, errors.Join(errs...)
+// KeepDeliveries creates the weeks of the deliveries and attempts ahead of
+// now and drops the weeks that ended at or before now minus the retention
+// and hold no pending delivery, with their attempts (store.Keep). Every
+// sender replica may run it.
+func (s *Store) KeepDeliveries(ctx context.Context, now time.Time) (store.Kept, error) {
+	return store.Keep(ctx, s.pool, now, s.cfg.AttemptRetention, deliveriesLifetime)
 }
 
 // EventTime is when the event with this id happened for its deliveries:

@@ -20,8 +20,18 @@ type PrivatePG struct {
 	URL string
 }
 
-// StartPrivatePG starts a PrivatePG, removed when the test ends.
+// StartPrivatePG starts a PrivatePG, removed when the test ends. fsync is
+// off: a stop is a process kill, never a power cut, so the page cache
+// keeps what was committed; synchronous_commit stays on.
 func StartPrivatePG(t testing.TB) *PrivatePG {
+	t.Helper()
+	return StartPrivatePGWith(t, "fsync=off", "max_connections=200")
+}
+
+// StartPrivatePGWith starts a PrivatePG with these postgresql.conf
+// settings (PostgreSQL's defaults for the others), removed when the test
+// ends.
+func StartPrivatePGWith(t testing.TB, settings ...string) *PrivatePG {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "parley-drill-pg-")
 	if err != nil {
@@ -29,9 +39,7 @@ func StartPrivatePG(t testing.TB) *PrivatePG {
 	}
 	_, portStr, _ := net.SplitHostPort(FreeAddr(t))
 	port, _ := strconv.Atoi(portStr)
-	// fsync off: a stop is a process kill, never a power cut, so the page
-	// cache keeps what was committed; synchronous_commit stays on.
-	c, err := pgcluster.Init(pgcluster.Options{Dir: dir, Port: port, Settings: []string{"fsync=off", "max_connections=200"}})
+	c, err := pgcluster.Init(pgcluster.Options{Dir: dir, Port: port, Settings: settings})
 	t.Cleanup(func() {
 		if c != nil {
 			_ = c.Stop()

@@ -47,7 +47,6 @@ import (
 	"flag"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"runtime"
 	"slices"
@@ -60,7 +59,6 @@ import (
 
 	"github.com/parleyhq/parley/pkg/channel/whatsapp"
 	"github.com/parleyhq/parley/testkit/drillenv"
-	"github.com/parleyhq/parley/testkit/pgcluster"
 	"github.com/parleyhq/parley/testkit/pgwrites"
 	"github.com/parleyhq/parley/testkit/proccpu"
 )
@@ -266,31 +264,9 @@ func (r *statusReceipts) complete() int {
 // database's URL and its postmaster's pid.
 func startStatusPG(t *testing.T) (string, int) {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "parley-bench-statuses-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := net.SplitHostPort(drillenv.FreeAddr(t))
-	p, _ := strconv.Atoi(port)
-	c, err := pgcluster.Init(pgcluster.Options{Dir: dir, Port: p, Settings: []string{"max_connections=200",
-		"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track_planning=on"}})
-	t.Cleanup(func() {
-		if c != nil {
-			_ = c.Stop()
-		}
-		os.RemoveAll(dir)
-	})
-	if err != nil {
-		t.Fatalf("private postgres: %v", err)
-	}
-	if err := c.CreateDB("parley"); err != nil {
-		t.Fatal(err)
-	}
-	pid, err := c.Pid()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c.URL("parley"), pid
+	pg := drillenv.StartPrivatePGWith(t, "max_connections=200",
+		"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track_planning=on")
+	return pg.URL, pg.Pid()
 }
 
 // sentFixtures records the plan's messages as sent by c's campaign, with

@@ -118,9 +118,9 @@ func TestRetentionDropsOnlyFinishedWeeksWhileSending(t *testing.T) {
 
 	// keep runs the retention as the sender does; a table too busy to lock
 	// at once is tried again, as the sender's next run would.
-	keep := func() webhooks.Kept {
+	keep := func() store.Kept {
 		t.Helper()
-		var all webhooks.Kept
+		var all store.Kept
 		for try := 0; ; try++ {
 			k, err := h.store.KeepDeliveries(h.ctx, time.Now())
 			all.Dropped, all.Open = append(all.Dropped, k.Dropped...), k.Open
